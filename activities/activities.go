@@ -1,0 +1,118 @@
+// Package activities holds sluice's Temporal activities: thin adapters that
+// resolve secrets, open the store and databases, heartbeat progress, and call
+// the domain packages under internal/. Everything an activity needs to resume
+// lives in durable state, never in workflow memory.
+package activities
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/sluicehq/sluice/internal/blobstore"
+	"github.com/sluicehq/sluice/internal/chain"
+	"github.com/sluicehq/sluice/internal/errcode"
+)
+
+// StoreRef names a backup store and how to reach it; it holds no secret (S3
+// credentials come from the worker's AWS configuration chain).
+type StoreRef struct {
+	URL       string `json:"url"`
+	Endpoint  string `json:"endpoint,omitempty"`
+	Region    string `json:"region,omitempty"`
+	PathStyle bool   `json:"path_style,omitempty"`
+}
+
+// Activities carries the dependencies every activity shares. Register a
+// pointer to it with the worker.
+type Activities struct {
+	// OpenStore opens a backup store; blobstore.Open when nil.
+	OpenStore func(ctx context.Context, ref StoreRef) (blobstore.Store, error)
+	// HeartbeatInterval is how often long activities heartbeat (default 5s).
+	HeartbeatInterval time.Duration
+
+	manifests sync.Map // manifest ID -> *chain.Manifest; IDs are content-derived, so the cache never goes stale
+}
+
+func (a *Activities) openChain(ctx context.Context, ref StoreRef) (*chain.Chain, error) {
+	open := a.OpenStore
+	if open == nil {
+		open = func(ctx context.Context, ref StoreRef) (blobstore.Store, error) {
+			return blobstore.Open(ctx, ref.URL, blobstore.Options{Endpoint: ref.Endpoint, Region: ref.Region, PathStyle: ref.PathStyle})
+		}
+	}
+	s, err := open(ctx, ref)
+	if err != nil {
+		if _, ok := errcode.As(err); ok {
+			return nil, err
+		}
+		return nil, errcode.Wrap(errcode.ConfigInvalid, err, "open backup store %s", ref.URL)
+	}
+	return chain.Open(s), nil
+}
+
+func (a *Activities) manifest(ctx context.Context, ch *chain.Chain, id string) (*chain.Manifest, error) {
+	if m, ok := a.manifests.Load(id); ok {
+		return m.(*chain.Manifest), nil
+	}
+	m, err := ch.GetManifest(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	a.manifests.Store(id, m)
+	return m, nil
+}
+
+// heartbeat records details() every interval until the returned stop is
+// called, so an activity busy inside one long statement still heartbeats and
+// still learns of a cancellation.
+func (a *Activities) heartbeat(ctx context.Context, details func() any) (stop func()) {
+	every := a.HeartbeatInterval
+	if every <= 0 {
+		every = 5 * time.Second
+	}
+	done := make(chan struct{})
+	var once sync.Once
+	go func() {
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				activity.RecordHeartbeat(ctx, details())
+			}
+		}
+	}()
+	return func() { once.Do(func() { close(done) }) }
+}
+
+// temporalError turns a domain error into what Temporal should see: a coded
+// refusal or usage error becomes a non-retryable application error whose type
+// is the code; a coded runtime error stays retryable (the retry policy bounds
+// it) but keeps its code as the type; a cancellation passes through.
+func temporalError(err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, context.Canceled) {
+		return err
+	}
+	e, ok := errcode.As(err)
+	if !ok {
+		return err
+	}
+	spec, _ := errcode.Lookup(e.Code)
+	opts := temporal.ApplicationErrorOptions{
+		NonRetryable: spec.Exit == errcode.ExitUsage || spec.Exit == errcode.ExitRefused,
+		Details:      []any{e.HintText()},
+	}
+	return temporal.NewApplicationErrorWithOptions(err.Error(), string(e.Code), opts)
+}

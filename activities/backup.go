@@ -1,0 +1,85 @@
+package activities
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"go.temporal.io/sdk/activity"
+
+	"github.com/sluicehq/sluice/internal/credentials"
+	pgsource "github.com/sluicehq/sluice/internal/source/postgres"
+)
+
+// FullBackupParams are the inputs of the FullBackup activity.
+type FullBackupParams struct {
+	Store     StoreRef           `json:"store"`
+	Source    credentials.DSNRef `json:"source"`
+	ChainSlot bool               `json:"chain_slot,omitempty"`
+	SlotName  string             `json:"slot_name,omitempty"`
+	Parallel  int                `json:"parallel,omitempty"`
+}
+
+// FullBackupResult is what a committed full reports: IDs and counts, never data.
+type FullBackupResult struct {
+	ChainID     string `json:"chain_id"`
+	FullID      string `json:"full_id"`
+	EndPosition string `json:"end_position"`
+	Slot        string `json:"slot,omitempty"`
+	Tables      int    `json:"tables"`
+	Rows        int64  `json:"rows"`
+	StoredBytes int64  `json:"stored_bytes"`
+}
+
+// FullBackup takes a PostgreSQL full backup and commits it as the first link
+// of a new chain. The snapshot cannot outlive the activity, so a retry starts
+// over from a new snapshot; the attempt's chunks go to their own folder, which
+// nothing names unless the attempt commits.
+func (a *Activities) FullBackup(ctx context.Context, p FullBackupParams) (FullBackupResult, error) {
+	dsn, err := p.Source.Resolve()
+	if err != nil {
+		return FullBackupResult{}, temporalError(err)
+	}
+	ch, err := a.openChain(ctx, p.Store)
+	if err != nil {
+		return FullBackupResult{}, temporalError(err)
+	}
+	info := activity.GetInfo(ctx)
+	var mu sync.Mutex
+	var last pgsource.Progress
+	stop := a.heartbeat(ctx, func() any {
+		mu.Lock()
+		defer mu.Unlock()
+		return last
+	})
+	defer stop()
+	m, err := pgsource.FullBackup(ctx, ch, pgsource.FullBackupOptions{
+		DSN:       dsn,
+		ChainSlot: p.ChainSlot,
+		SlotName:  p.SlotName,
+		Parallel:  p.Parallel,
+		AttemptID: fmt.Sprintf("%s-%d", info.WorkflowExecution.RunID, info.Attempt),
+		Progress: func(pr pgsource.Progress) {
+			mu.Lock()
+			last = pr
+			mu.Unlock()
+		},
+	})
+	if err != nil {
+		return FullBackupResult{}, temporalError(err)
+	}
+	res := FullBackupResult{
+		ChainID:     m.ID,
+		FullID:      m.ID,
+		EndPosition: m.EndPosition,
+		Slot:        m.Source.Slot,
+		Tables:      len(m.Tables),
+		Rows:        m.Rows,
+	}
+	for _, t := range m.Tables {
+		for _, c := range t.Chunks {
+			res.StoredBytes += c.Size
+		}
+	}
+	return res, nil
+}

@@ -1,0 +1,167 @@
+package activities
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+
+	"github.com/sluicehq/sluice/internal/chain"
+	"github.com/sluicehq/sluice/internal/credentials"
+	"github.com/sluicehq/sluice/internal/errcode"
+	pgtarget "github.com/sluicehq/sluice/internal/target/postgres"
+)
+
+// PlanRestoreParams are the inputs of PlanRestore.
+type PlanRestoreParams struct {
+	Store StoreRef `json:"store"`
+}
+
+// RestorePlan names the full to restore and its tables, largest first.
+type RestorePlan struct {
+	ChainID string         `json:"chain_id"`
+	FullID  string         `json:"full_id"`
+	Tables  []RestoreTable `json:"tables"`
+	Rows    int64          `json:"rows"`
+}
+
+// RestoreTable is one table of a restore plan.
+type RestoreTable struct {
+	Name   string `json:"name"`
+	Rows   int64  `json:"rows"`
+	Chunks int    `json:"chunks"`
+}
+
+// PlanRestore loads and verifies the chain and picks the full to restore: the
+// full of the newest segment.
+func (a *Activities) PlanRestore(ctx context.Context, p PlanRestoreParams) (RestorePlan, error) {
+	ch, err := a.openChain(ctx, p.Store)
+	if err != nil {
+		return RestorePlan{}, temporalError(err)
+	}
+	cat, err := ch.LoadCatalog(ctx)
+	if err != nil {
+		return RestorePlan{}, temporalError(err)
+	}
+	if err := chain.ValidateCatalog(cat); err != nil {
+		return RestorePlan{}, temporalError(err)
+	}
+	if err := ch.Verify(ctx, cat, ""); err != nil {
+		return RestorePlan{}, temporalError(err)
+	}
+	seg := cat.Segments[len(cat.Segments)-1]
+	if len(seg.Incrementals) > 0 {
+		return RestorePlan{}, temporalError(errcode.New(errcode.FormatUnsupported,
+			"the chain's newest segment has %d incrementals; this sluice restores fulls only", len(seg.Incrementals)))
+	}
+	m, err := a.manifest(ctx, ch, seg.Full.ID)
+	if err != nil {
+		return RestorePlan{}, temporalError(err)
+	}
+	plan := RestorePlan{ChainID: cat.ChainID, FullID: m.ID, Rows: m.Rows}
+	for _, t := range m.Tables {
+		plan.Tables = append(plan.Tables, RestoreTable{Name: t.Table, Rows: t.Rows, Chunks: len(t.Chunks)})
+	}
+	return plan, nil
+}
+
+// TargetParams name a restore's store, target and full.
+type TargetParams struct {
+	Store   StoreRef           `json:"store"`
+	Target  credentials.DSNRef `json:"target"`
+	FullID  string             `json:"full_id"`
+	Replace bool               `json:"replace,omitempty"`
+}
+
+func (a *Activities) openTarget(ctx context.Context, p TargetParams) (*chain.Chain, *chain.Manifest, string, error) {
+	dsn, err := p.Target.Resolve()
+	if err != nil {
+		return nil, nil, "", err
+	}
+	ch, err := a.openChain(ctx, p.Store)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	m, err := a.manifest(ctx, ch, p.FullID)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	if m.Schema == nil {
+		return nil, nil, "", errcode.New(errcode.ManifestInvalid, "full %s records no schema", m.ID)
+	}
+	return ch, m, dsn, nil
+}
+
+// PrepareTarget refuses a target whose tables already hold rows (unless
+// Replace) and creates the schemas, types and free sequences the tables need.
+func (a *Activities) PrepareTarget(ctx context.Context, p TargetParams) error {
+	_, m, dsn, err := a.openTarget(ctx, p)
+	if err != nil {
+		return temporalError(err)
+	}
+	conn, err := pgtarget.Connect(ctx, dsn)
+	if err != nil {
+		return temporalError(err)
+	}
+	defer conn.Close(context.Background())
+	return temporalError(pgtarget.Prepare(ctx, conn, m.Schema, p.Replace))
+}
+
+// LoadTableParams name one table to load.
+type LoadTableParams struct {
+	TargetParams
+	Table string `json:"table"`
+}
+
+// LoadProgress is the heartbeat of LoadTable.
+type LoadProgress struct {
+	Table    string `json:"table"`
+	Rows     int64  `json:"rows"`
+	RawBytes int64  `json:"raw_bytes"`
+}
+
+// LoadTable recreates and loads one table in one target transaction, so a
+// retry redoes only this table and never doubles a row.
+func (a *Activities) LoadTable(ctx context.Context, p LoadTableParams) (int64, error) {
+	ch, m, dsn, err := a.openTarget(ctx, p.TargetParams)
+	if err != nil {
+		return 0, temporalError(err)
+	}
+	var td *chain.TableData
+	for i := range m.Tables {
+		if m.Tables[i].Table == p.Table {
+			td = &m.Tables[i]
+		}
+	}
+	if td == nil {
+		return 0, temporalError(fmt.Errorf("full %s has no table %s", m.ID, p.Table))
+	}
+	conn, err := pgtarget.Connect(ctx, dsn)
+	if err != nil {
+		return 0, temporalError(err)
+	}
+	defer conn.Close(context.Background())
+	var rows, raw atomic.Int64
+	stop := a.heartbeat(ctx, func() any {
+		return LoadProgress{Table: p.Table, Rows: rows.Load(), RawBytes: raw.Load()}
+	})
+	defer stop()
+	n, err := pgtarget.LoadTable(ctx, conn, ch, m.Schema, *td, func(r, b int64) {
+		rows.Add(r)
+		raw.Add(b)
+	})
+	return n, temporalError(err)
+}
+
+// FinishTarget adds foreign keys and sets the free sequences' values.
+func (a *Activities) FinishTarget(ctx context.Context, p TargetParams) error {
+	_, m, dsn, err := a.openTarget(ctx, p)
+	if err != nil {
+		return temporalError(err)
+	}
+	conn, err := pgtarget.Connect(ctx, dsn)
+	if err != nil {
+		return temporalError(err)
+	}
+	defer conn.Close(context.Background())
+	return temporalError(pgtarget.Finish(ctx, conn, m.Schema))
+}

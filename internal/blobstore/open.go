@@ -1,0 +1,73 @@
+package blobstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+)
+
+// Options configure how a store URL is opened. Zero values select defaults.
+type Options struct {
+	// Endpoint overrides the S3 endpoint URL (for S3-compatible servers).
+	Endpoint string
+	// Region is the S3 region; "auto" and "" fall back to us-east-1 unless the
+	// AWS configuration chain names one.
+	Region string
+	// PathStyle selects path-style S3 addressing (bucket in the path).
+	PathStyle bool
+}
+
+// Schemes lists the store URL forms Open accepts, for messages and help text.
+const Schemes = "file:///absolute/path (or a plain absolute path), s3://bucket[/prefix]"
+
+// Open opens the store rooted at rawURL. It accepts file:///abs/path, a plain
+// absolute path, and s3://bucket/prefix. Opening does no network I/O; the
+// first request reports whether the store is reachable.
+func Open(ctx context.Context, rawURL string, opts Options) (Store, error) {
+	if strings.HasPrefix(rawURL, "/") {
+		return openFile(rawURL)
+	}
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		// url.Error repeats the whole URL, credentials included: keep only
+		// the reason.
+		var uerr *url.Error
+		if errors.As(err, &uerr) {
+			err = uerr.Err
+		}
+		return nil, fmt.Errorf("open store: cannot parse URL: %v (accepted: %s)", err, Schemes)
+	}
+	switch u.Scheme {
+	case "file":
+		if u.Host != "" && u.Host != "localhost" {
+			return nil, fmt.Errorf("open store %s: file URLs take no host (write file:///abs/path)", Redact(u))
+		}
+		if u.User != nil || u.RawQuery != "" {
+			return nil, fmt.Errorf("open store %s: file URLs take no credentials or query", Redact(u))
+		}
+		return openFile(u.Path)
+	case "s3":
+		return openS3(ctx, u, opts)
+	case "":
+		return nil, fmt.Errorf("open store %s: not a URL or an absolute path (accepted: %s)", Redact(u), Schemes)
+	default:
+		return nil, fmt.Errorf("open store %s: unsupported scheme %q (accepted: %s)", Redact(u), u.Scheme, Schemes)
+	}
+}
+
+// Redact returns u as a string without user information, and with the value
+// of every query parameter replaced, so it can be logged.
+func Redact(u *url.URL) string {
+	c := *u
+	c.User = nil
+	if c.RawQuery != "" {
+		q := c.Query()
+		for k := range q {
+			q[k] = []string{"redacted"}
+		}
+		c.RawQuery = q.Encode()
+	}
+	return c.String()
+}

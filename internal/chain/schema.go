@@ -1,0 +1,159 @@
+package chain
+
+// Schema is the recorded schema of a source database: what a restore needs to
+// recreate the tables, and what the broker judges keys against.
+type Schema struct {
+	// Tables in a stable order (schema, then name).
+	Tables []Table `json:"tables"`
+	// Enums are user-defined enum types the tables use.
+	Enums []Enum `json:"enums,omitempty"`
+	// Sequences with their values as of the snapshot.
+	Sequences []Sequence `json:"sequences,omitempty"`
+	// Extensions the source has installed (other than plpgsql), created on
+	// the target before the tables.
+	Extensions []string `json:"extensions,omitempty"`
+	// Schemas are the namespaces that hold the tables and types.
+	Schemas []string `json:"schemas,omitempty"`
+}
+
+// Table is one recorded table.
+type Table struct {
+	// Schema is the namespace (PostgreSQL schema or MySQL database).
+	Schema string `json:"schema"`
+	// Name is the table's name.
+	Name string `json:"name"`
+	// Columns in ordinal order (dropped columns excluded).
+	Columns []Column `json:"columns"`
+	// PrimaryKey lists the primary key's columns in key order; empty if none.
+	PrimaryKey []string `json:"primary_key,omitempty"`
+	// PrimaryKeyName is the primary key constraint's name on the source.
+	PrimaryKeyName string `json:"primary_key_name,omitempty"`
+	// Indexes are the table's other indexes (unique or not), each with its
+	// definition as the source prints it.
+	Indexes []Index `json:"indexes,omitempty"`
+	// Constraints are CHECK, FOREIGN KEY and EXCLUDE constraints, restored
+	// after the data.
+	Constraints []Constraint `json:"constraints,omitempty"`
+	// ReplicaIdentity is the PostgreSQL replica identity: d, f, i or n.
+	ReplicaIdentity string `json:"replica_identity,omitempty"`
+}
+
+// Constraint is a recorded table constraint other than the primary key and
+// UNIQUE constraints (those travel as indexes).
+type Constraint struct {
+	// Name of the constraint.
+	Name string `json:"name"`
+	// Type is "c" (check), "f" (foreign key) or "x" (exclusion).
+	Type string `json:"type"`
+	// Definition is the source's constraint definition, e.g. "CHECK (a > 0)".
+	Definition string `json:"definition"`
+}
+
+// Column is one recorded column.
+type Column struct {
+	// Name of the column.
+	Name string `json:"name"`
+	// Type is the source's full type text, e.g. "numeric(40,20)" or "public.mood[]".
+	Type string `json:"type"`
+	// TypeOID is the source's type OID (PostgreSQL); 0 where unknown.
+	TypeOID uint32 `json:"type_oid,omitempty"`
+	// NotNull is true when the column is declared NOT NULL.
+	NotNull bool `json:"not_null,omitempty"`
+	// Default is the column default expression, if any (sequence defaults included).
+	Default string `json:"default,omitempty"`
+	// Identity is "a" (ALWAYS) or "d" (BY DEFAULT) for identity columns.
+	Identity string `json:"identity,omitempty"`
+	// Generated is the generation expression of a stored generated column; such
+	// a column is never supplied by rows.
+	Generated string `json:"generated,omitempty"`
+	// Encoding says how this column's values are encoded in row chunks:
+	// EncodingBinary or EncodingText (see docs/chain-format.md).
+	Encoding string `json:"encoding"`
+}
+
+// Value encodings of a column in row chunks.
+const (
+	// EncodingBinary values are PostgreSQL's binary send format of the column's type.
+	EncodingBinary = "binary"
+	// EncodingText values are the type's text output (UTF-8).
+	EncodingText = "text"
+)
+
+// Index is a recorded index.
+type Index struct {
+	// Name of the index.
+	Name string `json:"name"`
+	// Columns are the key columns; empty when the index is on expressions.
+	Columns []string `json:"columns,omitempty"`
+	// Unique is true for a unique index.
+	Unique bool `json:"unique,omitempty"`
+	// Partial is true when the index has a WHERE predicate.
+	Partial bool `json:"partial,omitempty"`
+	// Expression is true when any key is an expression rather than a column.
+	Expression bool `json:"expression,omitempty"`
+	// Constraint names the UNIQUE constraint backing the index, if any.
+	Constraint string `json:"constraint,omitempty"`
+	// Definition is the source's full CREATE INDEX statement.
+	Definition string `json:"definition"`
+}
+
+// Enum is a user-defined enum type.
+type Enum struct {
+	Schema string   `json:"schema"`
+	Name   string   `json:"name"`
+	Labels []string `json:"labels"`
+}
+
+// Sequence is a sequence and its state at the snapshot.
+type Sequence struct {
+	Schema    string `json:"schema"`
+	Name      string `json:"name"`
+	DataType  string `json:"data_type"`
+	Start     int64  `json:"start"`
+	Increment int64  `json:"increment"`
+	Min       int64  `json:"min"`
+	Max       int64  `json:"max"`
+	Cache     int64  `json:"cache"`
+	Cycle     bool   `json:"cycle,omitempty"`
+	LastValue int64  `json:"last_value"`
+	IsCalled  bool   `json:"is_called"`
+	// OwnedByTable and OwnedByColumn name the column that owns the sequence
+	// (a serial); the table is in the sequence's schema.
+	OwnedByTable  string `json:"owned_by_table,omitempty"`
+	OwnedByColumn string `json:"owned_by_column,omitempty"`
+	// Identity is true for the implicit sequence of an identity column; the
+	// restore recreates it with the column and only sets its value.
+	Identity bool `json:"identity,omitempty"`
+}
+
+// QualifiedName returns "schema.name".
+func (t *Table) QualifiedName() string { return t.Schema + "." + t.Name }
+
+// HasReplayKey reports whether the recorded schema gives the table a key a
+// replayed row collides on: a primary key, or a unique, non-partial,
+// non-expression index over NOT NULL columns.
+func (t *Table) HasReplayKey() bool {
+	if len(t.PrimaryKey) > 0 {
+		return true
+	}
+	notNull := map[string]bool{}
+	for _, c := range t.Columns {
+		notNull[c.Name] = c.NotNull
+	}
+	for _, ix := range t.Indexes {
+		if !ix.Unique || ix.Partial || ix.Expression || len(ix.Columns) == 0 {
+			continue
+		}
+		all := true
+		for _, c := range ix.Columns {
+			if !notNull[c] {
+				all = false
+				break
+			}
+		}
+		if all {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,135 @@
+// Package chain is the backup chain's format: the catalog (the one commit
+// point), manifests with content-derived IDs, row chunks and their codec, and
+// the validation that proves a chain can be replayed. docs/chain-format.md is
+// the normative description.
+package chain
+
+import "time"
+
+// Format versions this package writes and reads.
+const (
+	// CatalogFormatVersion is the version of catalog generations.
+	CatalogFormatVersion = 1
+	// ManifestFormatVersion is the version of manifests.
+	ManifestFormatVersion = 1
+	// ChunkFormatVersion is the version of chunk files.
+	ChunkFormatVersion = 1
+)
+
+// Link kinds.
+const (
+	// KindFull is a full backup: a snapshot of every table, the root of a segment.
+	KindFull = "full"
+	// KindIncremental is a window of changes read from the source's log.
+	KindIncremental = "incremental"
+)
+
+// SourceInfo identifies the source database a chain was taken from.
+type SourceInfo struct {
+	// Engine is "postgres" or "mysql".
+	Engine string `json:"engine"`
+	// SystemID is the source cluster's identity (PostgreSQL system identifier,
+	// MySQL server UUID) so a chain is never fed from another source.
+	SystemID string `json:"system_id"`
+	// Database is the source database name.
+	Database string `json:"database"`
+	// Slot is the logical replication slot that anchors the chain, if any.
+	Slot string `json:"slot,omitempty"`
+}
+
+// ChunkRef names one stored chunk and how to check it.
+type ChunkRef struct {
+	// Key is the chunk's key relative to the chain root.
+	Key string `json:"key"`
+	// SHA256 is the lowercase hex SHA-256 of the chunk as stored.
+	SHA256 string `json:"sha256"`
+	// Size is the stored length in bytes.
+	Size int64 `json:"size"`
+	// Rows is the number of rows (or change records) in the chunk.
+	Rows int64 `json:"rows"`
+	// RawSize is the uncompressed body length in bytes.
+	RawSize int64 `json:"raw_size"`
+}
+
+// TableData lists the chunks holding one table's rows in a full.
+type TableData struct {
+	// Table is the qualified name "schema.name", as in the schema.
+	Table string `json:"table"`
+	// Rows is the total row count.
+	Rows int64 `json:"rows"`
+	// Chunks in order.
+	Chunks []ChunkRef `json:"chunks"`
+}
+
+// Manifest describes one link of the chain. Its ID is derived from its content
+// (see ComputeID), so a reader recomputes and checks it.
+type Manifest struct {
+	FormatVersion int `json:"format_version"`
+	// ID is the content-derived identifier (40 lowercase hex characters).
+	ID string `json:"id"`
+	// Kind is KindFull or KindIncremental.
+	Kind string `json:"kind"`
+	// Parent is the ID of the previous link; empty only for a chain's first full.
+	Parent string `json:"parent,omitempty"`
+	// Source identifies the source database.
+	Source SourceInfo `json:"source"`
+	// StartPosition is where the link begins in the source's log. For an
+	// incremental it equals its parent's EndPosition; for a full it equals
+	// EndPosition (the snapshot anchor).
+	StartPosition string `json:"start_position"`
+	// EndPosition is where the link ends in the source's log.
+	EndPosition string `json:"end_position"`
+	// CreatedAt is when the producer finished writing the link's data.
+	CreatedAt time.Time `json:"created_at"`
+	// Schema is the whole recorded schema (full) or the schema after the
+	// link's schema changes (incremental; nil when none changed).
+	Schema *Schema `json:"schema,omitempty"`
+	// Tables holds a full's row chunks per table.
+	Tables []TableData `json:"tables,omitempty"`
+	// Chunks holds an incremental's change chunks in order.
+	Chunks []ChunkRef `json:"chunks,omitempty"`
+	// Rows is the total row count of a full.
+	Rows int64 `json:"rows,omitempty"`
+	// Changes and Transactions count an incremental's change records and source transactions.
+	Changes      int64 `json:"changes,omitempty"`
+	Transactions int64 `json:"transactions,omitempty"`
+	// ApplyIdentity is true when every change that has one carries its source
+	// transaction ID and ordinal.
+	ApplyIdentity bool `json:"apply_identity,omitempty"`
+}
+
+// Link is the catalog's entry for one manifest.
+type Link struct {
+	ID            string    `json:"id"`
+	Kind          string    `json:"kind"`
+	Parent        string    `json:"parent,omitempty"`
+	StartPosition string    `json:"start_position"`
+	EndPosition   string    `json:"end_position"`
+	CreatedAt     time.Time `json:"created_at"`
+	// Rows, Changes and Transactions copy the manifest's counts.
+	Rows         int64 `json:"rows,omitempty"`
+	Changes      int64 `json:"changes,omitempty"`
+	Transactions int64 `json:"transactions,omitempty"`
+}
+
+// Segment is a full and the incrementals that follow it.
+type Segment struct {
+	Full         Link   `json:"full"`
+	Incrementals []Link `json:"incrementals,omitempty"`
+	// Capped is true once a newer segment follows; a capped segment gains no links.
+	Capped bool `json:"capped,omitempty"`
+}
+
+// Catalog is one generation of the chain's catalog: the whole list of
+// committed links. A link exists only once a catalog generation names it.
+type Catalog struct {
+	FormatVersion int `json:"format_version"`
+	// ChainID is the ID of the chain's first full.
+	ChainID string `json:"chain_id"`
+	// Generation increases by one with every commit; the first is 1.
+	Generation int64 `json:"generation"`
+	// Source identifies the source database.
+	Source SourceInfo `json:"source"`
+	// Segments in order; only the last may be uncapped.
+	Segments []Segment `json:"segments"`
+}

@@ -1,0 +1,266 @@
+package postgres
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/sluicehq/sluice/internal/chain"
+)
+
+// copySignature opens every COPY BINARY stream.
+var copySignature = []byte("PGCOPY\n\xff\r\n\x00")
+
+// SuppliedColumns returns the columns whose values travel in row chunks:
+// every column except stored generated ones, which the target computes.
+func SuppliedColumns(t *chain.Table) []chain.Column {
+	out := make([]chain.Column, 0, len(t.Columns))
+	for _, c := range t.Columns {
+		if c.Generated == "" {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// copyToSQL builds the COPY statement that reads a table's supplied columns
+// in binary, casting text-encoded columns to text.
+func copyToSQL(t *chain.Table) string {
+	cols := SuppliedColumns(t)
+	names := make([]string, len(cols))
+	cast := false
+	for i, c := range cols {
+		names[i] = pgx.Identifier{c.Name}.Sanitize()
+		if c.Encoding == chain.EncodingText {
+			names[i] += "::text"
+			cast = true
+		}
+	}
+	rel := QuoteQualified(t.Schema, t.Name)
+	if cast {
+		return fmt.Sprintf("COPY (SELECT %s FROM ONLY %s) TO STDOUT (FORMAT binary)", strings.Join(names, ", "), rel)
+	}
+	return fmt.Sprintf("COPY %s (%s) TO STDOUT (FORMAT binary)", rel, strings.Join(names, ", "))
+}
+
+// copyTable streams one table out of the snapshot into chunks.
+func (b *fullBackup) copyTable(ctx context.Context, tx pgx.Tx, idx int, t *chain.Table) (chain.TableData, error) {
+	ncols := len(SuppliedColumns(t))
+	w := &chunkSink{
+		b:      b,
+		ctx:    ctx,
+		table:  t.QualifiedName(),
+		idx:    idx,
+		ncols:  ncols,
+		limit:  b.o.ChunkBytes,
+		bodies: make(chan []byte, 2),
+		done:   make(chan error, 1),
+	}
+	go w.encodeLoop()
+	_, copyErr := tx.Conn().PgConn().CopyTo(ctx, w, copyToSQL(t))
+	err := w.finish(copyErr)
+	if err != nil {
+		return chain.TableData{}, err
+	}
+	return chain.TableData{Table: t.QualifiedName(), Rows: w.rowsTotal, Chunks: w.refs}, nil
+}
+
+// chunkSink receives a COPY BINARY stream, cuts it into chunks at tuple
+// boundaries, and hands each chunk body to an encoder goroutine so reading
+// from PostgreSQL overlaps compressing and uploading.
+type chunkSink struct {
+	b     *fullBackup
+	ctx   context.Context
+	table string
+	idx   int
+	ncols int
+	limit int
+
+	header  bool
+	trailer bool
+	pending []byte
+	err     error
+
+	bodies    chan []byte
+	done      chan error
+	refs      []chain.ChunkRef
+	rowsTotal int64
+}
+
+// Write accepts COPY data as PostgreSQL sends it.
+func (s *chunkSink) Write(p []byte) (int, error) {
+	if s.err != nil {
+		return 0, s.err
+	}
+	if s.trailer {
+		s.err = fmt.Errorf("COPY data after the end-of-data marker")
+		return 0, s.err
+	}
+	s.pending = append(s.pending, p...)
+	if !s.header {
+		if len(s.pending) < len(copySignature)+8 {
+			return len(p), nil
+		}
+		if !bytes.Equal(s.pending[:len(copySignature)], copySignature) {
+			s.err = fmt.Errorf("COPY stream does not start with the binary signature")
+			return 0, s.err
+		}
+		ext := int(binary.BigEndian.Uint32(s.pending[len(copySignature)+4:]))
+		hdr := len(copySignature) + 8 + ext
+		if len(s.pending) < hdr {
+			return len(p), nil
+		}
+		s.pending = append(s.pending[:0:0], s.pending[hdr:]...)
+		s.header = true
+	}
+	if len(s.pending) >= s.limit {
+		if err := s.cut(false); err != nil {
+			s.err = err
+			return 0, err
+		}
+	}
+	return len(p), nil
+}
+
+// cut sends the complete tuples in pending to the encoder; at the end of the
+// stream it also checks that only the trailer remains.
+func (s *chunkSink) cut(final bool) error {
+	complete, _, trailer, err := scanTuples(s.pending, s.ncols)
+	if err != nil {
+		return err
+	}
+	if complete > 0 {
+		body := s.pending[:complete]
+		rest := s.pending[complete:]
+		s.pending = make([]byte, len(rest), s.limit+s.limit/4)
+		copy(s.pending, rest)
+		select {
+		case s.bodies <- body:
+		case err := <-s.done:
+			if err == nil {
+				err = fmt.Errorf("chunk encoder stopped early")
+			}
+			s.done <- err
+			return err
+		case <-s.ctx.Done():
+			return s.ctx.Err()
+		}
+	}
+	if trailer {
+		if len(s.pending) != 2 {
+			return fmt.Errorf("COPY stream has %d bytes after its end-of-data marker", len(s.pending)-2)
+		}
+		s.trailer = true
+	}
+	if final && !s.trailer {
+		return fmt.Errorf("COPY stream ended without its end-of-data marker (%d bytes of a partial row)", len(s.pending))
+	}
+	return nil
+}
+
+// finish flushes the last chunk and waits for every upload.
+func (s *chunkSink) finish(copyErr error) error {
+	err := copyErr
+	if err == nil && s.err == nil {
+		if !s.header {
+			err = fmt.Errorf("COPY stream ended before its header")
+		} else {
+			err = s.cut(true)
+		}
+	}
+	close(s.bodies)
+	encErr := <-s.done
+	if err != nil {
+		return classify(err, "copy "+s.table)
+	}
+	if s.err != nil {
+		return s.err
+	}
+	return encErr
+}
+
+func (s *chunkSink) encodeLoop() {
+	var err error
+	seq := 0
+	for body := range s.bodies {
+		if err != nil {
+			continue // drain so the reader never blocks
+		}
+		err = s.encode(seq, body)
+		seq++
+	}
+	s.done <- err
+}
+
+func (s *chunkSink) encode(seq int, body []byte) error {
+	rb := chain.NewRowBuilder(s.table, s.ncols)
+	it := chain.NewTupleIter(body, s.ncols)
+	for it.Next() {
+		if err := rb.AppendTuple(it.Tuple()); err != nil {
+			return err
+		}
+	}
+	if err := it.Err(); err != nil {
+		return err
+	}
+	data, err := rb.Encode()
+	if err != nil {
+		return fmt.Errorf("encode chunk %d of %s: %w", seq, s.table, err)
+	}
+	key := fmt.Sprintf("data/%s/%04d-%06d.chunk", s.b.o.AttemptID, s.idx, seq)
+	s.b.writtenMu.Lock()
+	s.b.written = append(s.b.written, key)
+	s.b.writtenMu.Unlock()
+	ref, err := s.b.ch.WriteChunk(s.ctx, key, data, rb.Rows(), int64(len(body)))
+	if err != nil {
+		return err
+	}
+	s.refs = append(s.refs, ref)
+	s.rowsTotal += rb.Rows()
+	s.b.rows.Add(rb.Rows())
+	s.b.raw.Add(int64(len(body)))
+	s.b.stored.Add(int64(len(data)))
+	return nil
+}
+
+// scanTuples walks COPY BINARY tuples from the start of buf and returns the
+// length of the complete tuples, how many there are, and whether the
+// end-of-data marker (a field count of -1) follows them.
+func scanTuples(buf []byte, ncols int) (complete, n int, trailer bool, err error) {
+	off := 0
+	for {
+		if len(buf)-off < 2 {
+			return off, n, false, nil
+		}
+		fc := int16(binary.BigEndian.Uint16(buf[off:]))
+		if fc == -1 {
+			return off, n, true, nil
+		}
+		if int(fc) != ncols {
+			return off, n, false, fmt.Errorf("COPY row has %d fields, expected %d", fc, ncols)
+		}
+		p := off + 2
+		for i := 0; i < ncols; i++ {
+			if len(buf)-p < 4 {
+				return off, n, false, nil
+			}
+			l := int32(binary.BigEndian.Uint32(buf[p:]))
+			p += 4
+			if l < -1 {
+				return off, n, false, fmt.Errorf("COPY field has length %d", l)
+			}
+			if l > 0 {
+				if len(buf)-p < int(l) {
+					return off, n, false, nil
+				}
+				p += int(l)
+			}
+		}
+		off = p
+		n++
+	}
+}

@@ -1,0 +1,189 @@
+// Package postgres writes a chain into a PostgreSQL target: it recreates the
+// recorded schema, bulk-loads a full's row chunks with COPY, and adds keys,
+// indexes, constraints and sequence values.
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/sluicehq/sluice/internal/chain"
+	"github.com/sluicehq/sluice/internal/credentials"
+	"github.com/sluicehq/sluice/internal/errcode"
+)
+
+// Connect opens a target connection with an empty search_path, so the
+// schema-qualified names recorded in the chain resolve exactly.
+func Connect(ctx context.Context, dsn string) (*pgx.Conn, error) {
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		return nil, errcode.Wrap(errcode.ConfigInvalid, errors.New(credentials.Redact(err.Error())), "target DSN %s", credentials.Redact(dsn))
+	}
+	cfg.RuntimeParams["search_path"] = ""
+	cfg.RuntimeParams["application_name"] = "sluice"
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return nil, classify(err, "connect to target "+credentials.Redact(dsn))
+	}
+	return conn, nil
+}
+
+// classify codes privilege and connection failures of the target.
+func classify(err error, what string) error {
+	if err == nil {
+		return nil
+	}
+	if _, ok := errcode.As(err); ok {
+		return err
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch pgErr.Code {
+		case "42501":
+			return errcode.Wrap(errcode.TargetPrivileges, err, "%s", what)
+		case "28P01", "28000":
+			return errcode.Wrap(errcode.TargetUnreachable, err, "%s: authentication failed", what)
+		}
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	var connErr *pgconn.ConnectError
+	if errors.As(err, &connErr) {
+		return errcode.Wrap(errcode.TargetUnreachable, err, "%s", what)
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}
+
+func ident(parts ...string) string { return pgx.Identifier(parts).Sanitize() }
+
+func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+
+// Prepare readies the target for the tables of a schema: it refuses when a
+// table the restore would write already holds rows (unless replace, which
+// drops them), and creates schemas, extensions, enums and sequences that no
+// table owns. Tables themselves are created by LoadTable.
+func Prepare(ctx context.Context, conn *pgx.Conn, s *chain.Schema, replace bool) error {
+	var busy []string
+	for i := range s.Tables {
+		t := &s.Tables[i]
+		var kind string
+		err := conn.QueryRow(ctx, `SELECT c.relkind::text FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relname = $2`, t.Schema, t.Name).Scan(&kind)
+		if errors.Is(err, pgx.ErrNoRows) {
+			continue
+		}
+		if err != nil {
+			return classify(err, "inspect target table "+t.QualifiedName())
+		}
+		if replace {
+			if err := dropRelation(ctx, conn, t.Schema, t.Name, kind); err != nil {
+				return err
+			}
+			continue
+		}
+		if kind != "r" && kind != "p" {
+			busy = append(busy, t.QualifiedName()+" (not a table)")
+			continue
+		}
+		var has bool
+		if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM "+ident(t.Schema, t.Name)+")").Scan(&has); err != nil {
+			return classify(err, "inspect target table "+t.QualifiedName())
+		}
+		if has {
+			busy = append(busy, t.QualifiedName())
+		}
+	}
+	if len(busy) > 0 {
+		return errcode.New(errcode.TargetNotEmpty, "target tables already hold rows: %s", strings.Join(busy, ", "))
+	}
+	for _, n := range s.Schemas {
+		if _, err := conn.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+ident(n)); err != nil {
+			return classify(err, "create schema "+n)
+		}
+	}
+	for _, e := range s.Extensions {
+		if _, err := conn.Exec(ctx, "CREATE EXTENSION IF NOT EXISTS "+ident(e)); err != nil {
+			return classify(err, "create extension "+e)
+		}
+	}
+	for _, e := range s.Enums {
+		var exists bool
+		if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace WHERE n.nspname = $1 AND t.typname = $2)`, e.Schema, e.Name).Scan(&exists); err != nil {
+			return classify(err, "inspect type "+e.Name)
+		}
+		if exists {
+			continue
+		}
+		labels := make([]string, len(e.Labels))
+		for i, l := range e.Labels {
+			labels[i] = quoteLiteral(l)
+		}
+		if _, err := conn.Exec(ctx, fmt.Sprintf("CREATE TYPE %s AS ENUM (%s)", ident(e.Schema, e.Name), strings.Join(labels, ", "))); err != nil {
+			return classify(err, "create enum "+e.Name)
+		}
+	}
+	for _, q := range s.Sequences {
+		if q.OwnedByTable != "" {
+			continue
+		}
+		if _, err := conn.Exec(ctx, "DROP SEQUENCE IF EXISTS "+ident(q.Schema, q.Name)+" CASCADE; "+createSequenceSQL(q)); err != nil {
+			return classify(err, "create sequence "+q.Name)
+		}
+	}
+	return nil
+}
+
+func dropRelation(ctx context.Context, conn *pgx.Conn, schema, name, kind string) error {
+	what := map[string]string{"r": "TABLE", "p": "TABLE", "v": "VIEW", "m": "MATERIALIZED VIEW", "f": "FOREIGN TABLE", "S": "SEQUENCE"}[kind]
+	if what == "" {
+		return errcode.New(errcode.TargetNotEmpty, "target object %s.%s (relkind %s) is in the way", schema, name, kind)
+	}
+	if _, err := conn.Exec(ctx, fmt.Sprintf("DROP %s %s CASCADE", what, ident(schema, name))); err != nil {
+		return classify(err, "drop "+schema+"."+name)
+	}
+	return nil
+}
+
+func createSequenceSQL(q chain.Sequence) string {
+	cycle := "NO CYCLE"
+	if q.Cycle {
+		cycle = "CYCLE"
+	}
+	return fmt.Sprintf("CREATE SEQUENCE %s AS %s INCREMENT BY %d MINVALUE %d MAXVALUE %d START WITH %d CACHE %d %s",
+		ident(q.Schema, q.Name), q.DataType, q.Increment, q.Min, q.Max, q.Start, q.Cache, cycle)
+}
+
+// Finish adds the foreign keys (every table exists by now) and sets the
+// values of sequences no table owns.
+func Finish(ctx context.Context, conn *pgx.Conn, s *chain.Schema) error {
+	for _, t := range s.Tables {
+		for _, c := range t.Constraints {
+			if c.Type != "f" {
+				continue
+			}
+			var exists bool
+			if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_constraint WHERE conrelid = $1::regclass AND conname = $2)`, ident(t.Schema, t.Name), c.Name).Scan(&exists); err != nil {
+				return classify(err, "inspect constraint "+c.Name)
+			}
+			if exists {
+				continue
+			}
+			sql := fmt.Sprintf("ALTER TABLE %s ADD CONSTRAINT %s %s", ident(t.Schema, t.Name), ident(c.Name), c.Definition)
+			if _, err := conn.Exec(ctx, sql); err != nil {
+				return classify(err, "add foreign key "+c.Name+" on "+t.QualifiedName())
+			}
+		}
+	}
+	for _, q := range s.Sequences {
+		if q.OwnedByTable != "" {
+			continue
+		}
+		if _, err := conn.Exec(ctx, "SELECT setval($1::regclass, $2, $3)", ident(q.Schema, q.Name), q.LastValue, q.IsCalled); err != nil {
+			return classify(err, "set sequence "+q.Name)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,101 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/spf13/cobra"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/sluicehq/sluice/activities"
+	"github.com/sluicehq/sluice/internal/credentials"
+	"github.com/sluicehq/sluice/internal/errcode"
+	"github.com/sluicehq/sluice/workflows"
+)
+
+// sourceFlags name a source database without putting its password in history.
+type sourceFlags struct {
+	driver, dsn, passwordEnv, passwordFile string
+}
+
+func (s *sourceFlags) bind(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&s.driver, "source-driver", "postgres", "source engine: postgres")
+	cmd.Flags().StringVar(&s.dsn, "source", "", "source DSN without a password, e.g. postgres://user@host:5432/db")
+	cmd.Flags().StringVar(&s.passwordEnv, "source-password-env", "", "name of an environment variable of the worker that holds the source password")
+	cmd.Flags().StringVar(&s.passwordFile, "source-password-file", "", "path, on the worker's host, of a file holding the source password")
+}
+
+func (s *sourceFlags) ref() (credentials.DSNRef, error) {
+	if s.driver != "postgres" {
+		return credentials.DSNRef{}, errcode.New(errcode.ConfigInvalid, "--source-driver %q: this sluice backs up postgres", s.driver)
+	}
+	return credentials.NewDSNRef("--source", s.dsn, s.passwordEnv, s.passwordFile)
+}
+
+func (c *cli) backupFullCmd() *cobra.Command {
+	var src sourceFlags
+	var store storeFlags
+	var target, slotName string
+	var chainSlot bool
+	var parallel int
+	cmd := &cobra.Command{
+		Use:   "full",
+		Short: "Take a full backup of the source as the first link of a new chain",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ref, err := src.ref()
+			if err != nil {
+				return err
+			}
+			st, err := store.ref("--target", target)
+			if err != nil {
+				return err
+			}
+			if parallel < 1 || parallel > 64 {
+				return usageError("--parallel %d: give 1 to 64", parallel)
+			}
+			if slotName != "" && !chainSlot {
+				return usageError("--slot-name names the chain slot; it needs --chain-slot")
+			}
+			in := workflows.FullBackupInput{Store: st, Source: ref, ChainSlot: chainSlot, SlotName: slotName, Parallel: parallel}
+			var res activities.FullBackupResult
+			return c.start(cmd.Context(), launch{
+				id:       "backup-full/" + st.URL,
+				workflow: workflows.FullBackupWorkflow,
+				input:    in,
+				attrs: temporal.NewSearchAttributes(
+					workflows.SearchAttrChain.ValueSet(st.URL),
+					workflows.SearchAttrRole.ValueSet("backup-full")),
+				result:   &res,
+				progress: backupProgress,
+				onSuccess: func() {
+					fmt.Fprintf(c.stdout, "full %s committed: %d tables, %d rows, %s stored, anchored at %s\n",
+						res.FullID, res.Tables, res.Rows, humanBytes(res.StoredBytes), res.EndPosition)
+					if res.Slot != "" {
+						fmt.Fprintf(c.stdout, "chain slot %s now retains WAL from %s: feed the chain or drop the slot\n", res.Slot, res.EndPosition)
+					}
+				},
+			})
+		},
+	}
+	src.bind(cmd)
+	store.bind(cmd)
+	cmd.Flags().StringVar(&target, "target", "", "backup store URL of the new chain: file:///path or s3://bucket/prefix")
+	cmd.Flags().BoolVar(&chainSlot, "chain-slot", false, "create the chain's logical replication slot and anchor the snapshot on it, so incrementals follow with no gap")
+	cmd.Flags().StringVar(&slotName, "slot-name", "", "name of the chain slot (default: derived from --target)")
+	cmd.Flags().IntVar(&parallel, "parallel", 2, "tables copied at once")
+	cmd.Flags().BoolVar(&c.detach, "detach", false, "return once the workflow has started")
+	return cmd
+}
+
+func backupProgress(ctx context.Context, cl client.Client, id, runID string) string {
+	for _, hb := range heartbeatDetails(ctx, cl, id, runID) {
+		if _, ok := hb["tables_total"]; ok {
+			return fmt.Sprintf("tables %d/%d, %d rows, %s read, %s stored",
+				num(hb, "tables_done"), num(hb, "tables_total"), num(hb, "rows"),
+				humanBytes(num(hb, "raw_bytes")), humanBytes(num(hb, "stored_bytes")))
+		}
+	}
+	return ""
+}

@@ -1,0 +1,127 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sluicehq/sluice/activities"
+	"github.com/sluicehq/sluice/internal/errcode"
+	"github.com/sluicehq/sluice/internal/temporalcfg"
+)
+
+// cli holds what every command shares: where output goes and how to reach Temporal.
+type cli struct {
+	stdout, stderr io.Writer
+	temporal       temporalcfg.Config
+	detach         bool
+}
+
+func newCLI(stdout, stderr io.Writer) *cli {
+	return &cli{stdout: stdout, stderr: stderr}
+}
+
+// usageError marks an error in the command line itself.
+func usageError(format string, args ...any) error {
+	return errcode.New(errcode.Usage, format, args...)
+}
+
+func (c *cli) root() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "sluice",
+		Short:         "Replicate a database through a backup chain",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetOut(c.stdout)
+	root.SetErr(c.stderr)
+	c.temporal.Bind(root.PersistentFlags())
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
+		return usageError("%v", err)
+	})
+
+	backup := &cobra.Command{Use: "backup", Short: "Write backups into a chain"}
+	backup.AddCommand(c.backupFullCmd())
+	root.AddCommand(backup, c.restoreCmd())
+	return root
+}
+
+// run executes the command line and returns the process exit status.
+func (c *cli) run(ctx context.Context, args []string) int {
+	root := c.root()
+	root.SetArgs(args)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return errcode.ExitOK
+	}
+	if strings.HasPrefix(err.Error(), "unknown command") || strings.HasPrefix(err.Error(), "unknown flag") ||
+		strings.Contains(err.Error(), "required flag") || strings.HasPrefix(err.Error(), "accepts ") {
+		err = usageError("%v", err)
+	}
+	return c.report(err)
+}
+
+// report prints an error with its code and hint and returns its exit status.
+func (c *cli) report(err error) int {
+	if e, ok := errcode.As(err); ok {
+		fmt.Fprintf(c.stderr, "sluice: %s\n", err)
+		if h := e.HintText(); h != "" {
+			fmt.Fprintf(c.stderr, "hint: %s\n", h)
+		}
+		return e.Exit()
+	}
+	var wf *workflowFailure
+	if errors.As(err, &wf) {
+		fmt.Fprintf(c.stderr, "sluice: %s\n", wf.message)
+		if wf.hint != "" {
+			fmt.Fprintf(c.stderr, "hint: %s\n", wf.hint)
+		}
+		return wf.exit
+	}
+	fmt.Fprintf(c.stderr, "sluice: %v\n", err)
+	return errcode.ExitRuntime
+}
+
+// storeFlags are the flags every command that opens a backup store takes.
+type storeFlags struct {
+	endpoint  string
+	region    string
+	pathStyle bool
+}
+
+func (s *storeFlags) bind(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&s.endpoint, "backup-endpoint", "", "S3-compatible endpoint URL for s3:// stores (default: AWS)")
+	cmd.Flags().StringVar(&s.region, "backup-region", "", `S3 region for s3:// stores ("auto" and empty use the AWS configuration, else us-east-1)`)
+	cmd.Flags().BoolVar(&s.pathStyle, "backup-path-style", false, "use path-style S3 addressing (most S3-compatible servers need it)")
+}
+
+func (s *storeFlags) ref(flag, url string) (activities.StoreRef, error) {
+	url, err := normalizeStoreURL(flag, url)
+	if err != nil {
+		return activities.StoreRef{}, err
+	}
+	return activities.StoreRef{URL: url, Endpoint: s.endpoint, Region: s.region, PathStyle: s.pathStyle}, nil
+}
+
+// normalizeStoreURL refuses URLs the worker could not open, before anything
+// starts, and writes an absolute path as a file:// URL.
+func normalizeStoreURL(flag, url string) (string, error) {
+	switch {
+	case url == "":
+		return "", usageError("%s is required (file:///absolute/path or s3://bucket/prefix)", flag)
+	case strings.HasPrefix(url, "s3://"):
+		if bucket, _, _ := strings.Cut(strings.TrimPrefix(url, "s3://"), "/"); bucket == "" {
+			return "", errcode.New(errcode.ConfigInvalid, "%s %q names no bucket", flag, url)
+		}
+		return strings.TrimRight(url, "/"), nil
+	case strings.HasPrefix(url, "file:///"):
+		return strings.TrimRight(url, "/"), nil
+	case strings.HasPrefix(url, "/"):
+		return "file://" + strings.TrimRight(url, "/"), nil
+	}
+	return "", errcode.New(errcode.ConfigInvalid, "%s %q: the accepted forms are file:///absolute/path, /absolute/path and s3://bucket/prefix", flag, url)
+}

@@ -1,0 +1,103 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/spf13/cobra"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/sluicehq/sluice/internal/credentials"
+	"github.com/sluicehq/sluice/internal/errcode"
+	"github.com/sluicehq/sluice/workflows"
+)
+
+// targetFlags name a target database without putting its password in history.
+type targetFlags struct {
+	driver, dsn, passwordEnv, passwordFile string
+}
+
+func (t *targetFlags) bind(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&t.driver, "target-driver", "postgres", "target engine: postgres")
+	cmd.Flags().StringVar(&t.dsn, "target", "", "target DSN without a password, e.g. postgres://user@host:5432/db")
+	cmd.Flags().StringVar(&t.passwordEnv, "target-password-env", "", "name of an environment variable of the worker that holds the target password")
+	cmd.Flags().StringVar(&t.passwordFile, "target-password-file", "", "path, on the worker's host, of a file holding the target password")
+}
+
+// ref checks the flags and returns the reference and a name for the target
+// database (host:port/db) that identifies it in workflow IDs.
+func (t *targetFlags) ref() (credentials.DSNRef, string, error) {
+	if t.driver != "postgres" {
+		return credentials.DSNRef{}, "", errcode.New(errcode.ConfigInvalid, "--target-driver %q: this sluice restores into postgres", t.driver)
+	}
+	ref, err := credentials.NewDSNRef("--target", t.dsn, t.passwordEnv, t.passwordFile)
+	if err != nil {
+		return ref, "", err
+	}
+	cfg, err := pgconn.ParseConfig(t.dsn)
+	if err != nil {
+		return ref, "", errcode.New(errcode.ConfigInvalid, "--target %s does not parse: %s", credentials.Redact(t.dsn), credentials.Redact(err.Error()))
+	}
+	return ref, fmt.Sprintf("%s:%d/%s", cfg.Host, cfg.Port, cfg.Database), nil
+}
+
+func (c *cli) restoreCmd() *cobra.Command {
+	var tgt targetFlags
+	var store storeFlags
+	var backupTarget string
+	var parallel int
+	var replace bool
+	cmd := &cobra.Command{
+		Use:   "restore",
+		Short: "Restore a chain into a target database",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			st, err := store.ref("--backup-target", backupTarget)
+			if err != nil {
+				return err
+			}
+			ref, name, err := tgt.ref()
+			if err != nil {
+				return err
+			}
+			if parallel < 1 || parallel > 64 {
+				return usageError("--parallel %d: give 1 to 64", parallel)
+			}
+			var res workflows.RestoreResult
+			return c.start(cmd.Context(), launch{
+				id:       "restore/" + name,
+				workflow: workflows.RestoreWorkflow,
+				input:    workflows.RestoreInput{Store: st, Target: ref, Parallel: parallel, Replace: replace},
+				attrs: temporal.NewSearchAttributes(
+					workflows.SearchAttrChain.ValueSet(st.URL),
+					workflows.SearchAttrRole.ValueSet("restore")),
+				result:   &res,
+				progress: restoreProgress,
+				onSuccess: func() {
+					fmt.Fprintf(c.stdout, "restored full %s into %s: %d tables, %d rows\n", res.FullID, name, res.Tables, res.Rows)
+				},
+			})
+		},
+	}
+	store.bind(cmd)
+	tgt.bind(cmd)
+	cmd.Flags().StringVar(&backupTarget, "backup-target", "", "backup store URL of the chain: file:///path or s3://bucket/prefix")
+	cmd.Flags().IntVar(&parallel, "parallel", 2, "tables loaded at once")
+	cmd.Flags().BoolVar(&replace, "replace-existing", false, "drop and recreate target tables that already hold rows instead of refusing")
+	cmd.Flags().BoolVar(&c.detach, "detach", false, "return once the workflow has started")
+	return cmd
+}
+
+func restoreProgress(ctx context.Context, cl client.Client, id, runID string) string {
+	var st workflows.RestoreStatus
+	if !queryStatus(ctx, cl, id, runID, &st) {
+		return ""
+	}
+	rows := st.RowsDone
+	for _, hb := range heartbeatDetails(ctx, cl, id, runID) {
+		rows += num(hb, "rows")
+	}
+	return fmt.Sprintf("%s: tables %d/%d, %d/%d rows", st.Phase, st.TablesDone, st.TablesTotal, rows, st.RowsTotal)
+}

@@ -1,0 +1,80 @@
+// Command sluice-worker hosts sluice's workflows and activities on a Temporal
+// task queue and serves /livez and /readyz for probes.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/pflag"
+	"go.temporal.io/sdk/worker"
+
+	"github.com/sluicehq/sluice/activities"
+	"github.com/sluicehq/sluice/internal/errcode"
+	"github.com/sluicehq/sluice/internal/temporalcfg"
+	"github.com/sluicehq/sluice/workflows"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:]))
+}
+
+func run(args []string) int {
+	var cfg temporalcfg.Config
+	fs := pflag.NewFlagSet("sluice-worker", pflag.ContinueOnError)
+	cfg.Bind(fs)
+	adminAddr := fs.String("admin-addr", envOr("SLUICE_ADMIN_ADDR", "127.0.0.1:9464"), "address of the /livez and /readyz endpoint; empty disables it (env SLUICE_ADMIN_ADDR)")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return 0
+		}
+		fmt.Fprintf(os.Stderr, "sluice-worker: %s: %v\n", errcode.Usage, err)
+		return errcode.ExitUsage
+	}
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	cl, err := cfg.Dial(ctx, logger)
+	if err != nil {
+		logger.Error("cannot reach Temporal", "err", err)
+		return errcode.ExitStatus(err)
+	}
+	defer cl.Close()
+
+	w := worker.New(cl, cfg.TaskQueue, worker.Options{})
+	workflows.Register(w, &activities.Activities{})
+
+	ready := &readiness{client: cl}
+	if *adminAddr != "" {
+		srv, err := serveAdmin(*adminAddr, ready, logger)
+		if err != nil {
+			logger.Error("cannot serve the admin endpoint", "addr", *adminAddr, "err", err)
+			return errcode.ExitUsage
+		}
+		defer srv.Close()
+	}
+	if err := w.Start(); err != nil {
+		logger.Error("worker failed to start", "err", err)
+		return errcode.ExitRuntime
+	}
+	ready.started.Store(true)
+	logger.Info("sluice worker polling", "temporal", cfg.String())
+	<-ctx.Done()
+	ready.started.Store(false)
+	w.Stop()
+	logger.Info("sluice worker stopped")
+	return 0
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}

@@ -1,0 +1,14 @@
+package workflows
+
+import (
+	"go.temporal.io/sdk/worker"
+
+	"github.com/sluicehq/sluice/activities"
+)
+
+// Register adds every sluice workflow and the activities to a worker.
+func Register(r worker.Registry, acts *activities.Activities) {
+	r.RegisterWorkflow(FullBackupWorkflow)
+	r.RegisterWorkflow(RestoreWorkflow)
+	r.RegisterActivity(acts)
+}

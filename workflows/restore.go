@@ -1,0 +1,114 @@
+package workflows
+
+import (
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/sluicehq/sluice/activities"
+	"github.com/sluicehq/sluice/internal/credentials"
+)
+
+// RestoreInput starts a RestoreWorkflow.
+type RestoreInput struct {
+	Store    activities.StoreRef `json:"store"`
+	Target   credentials.DSNRef  `json:"target"`
+	Parallel int                 `json:"parallel,omitempty"`
+	// Replace drops target tables that already hold rows instead of refusing.
+	Replace bool `json:"replace,omitempty"`
+}
+
+// RestoreResult reports a finished restore.
+type RestoreResult struct {
+	ChainID string `json:"chain_id"`
+	FullID  string `json:"full_id"`
+	Tables  int    `json:"tables"`
+	Rows    int64  `json:"rows"`
+}
+
+// RestoreStatus is what the status query of a restore returns.
+type RestoreStatus struct {
+	Phase       string `json:"phase"`
+	FullID      string `json:"full_id,omitempty"`
+	TablesTotal int    `json:"tables_total"`
+	TablesDone  int    `json:"tables_done"`
+	RowsTotal   int64  `json:"rows_total"`
+	RowsDone    int64  `json:"rows_done"`
+}
+
+// RestoreWorkflow restores a chain's newest full into a target: plan and
+// verify, prepare the target, load tables in parallel (one activity each, so
+// a retry redoes one table), then add foreign keys and sequence values.
+func RestoreWorkflow(ctx workflow.Context, in RestoreInput) (RestoreResult, error) {
+	st := RestoreStatus{Phase: "verifying chain"}
+	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (RestoreStatus, error) { return st, nil }); err != nil {
+		return RestoreResult{}, err
+	}
+	var plan activities.RestorePlan
+	if err := workflow.ExecuteActivity(shortActivity(ctx, "load and verify the chain"), a.PlanRestore,
+		activities.PlanRestoreParams{Store: in.Store}).Get(ctx, &plan); err != nil {
+		return RestoreResult{}, err
+	}
+	st.FullID, st.TablesTotal, st.RowsTotal = plan.FullID, len(plan.Tables), plan.Rows
+
+	target := activities.TargetParams{Store: in.Store, Target: in.Target, FullID: plan.FullID, Replace: in.Replace}
+	st.Phase = "preparing target"
+	if err := workflow.ExecuteActivity(shortActivity(ctx, "check target, create types"), a.PrepareTarget, target).Get(ctx, nil); err != nil {
+		return RestoreResult{}, err
+	}
+
+	st.Phase = "loading tables"
+	if err := loadTables(ctx, in.Parallel, target, plan.Tables, &st); err != nil {
+		return RestoreResult{}, err
+	}
+
+	st.Phase = "finishing"
+	if err := workflow.ExecuteActivity(shortActivity(ctx, "foreign keys and sequences"), a.FinishTarget, target).Get(ctx, nil); err != nil {
+		return RestoreResult{}, err
+	}
+	st.Phase = "done"
+	return RestoreResult{ChainID: plan.ChainID, FullID: plan.FullID, Tables: len(plan.Tables), Rows: st.RowsDone}, nil
+}
+
+// loadTables runs one LoadTable activity per table, at most parallel at once.
+// The first failure cancels the loads still running and is returned.
+func loadTables(ctx workflow.Context, parallel int, target activities.TargetParams, tables []activities.RestoreTable, st *RestoreStatus) error {
+	if parallel <= 0 {
+		parallel = 2
+	}
+	lctx, cancel := workflow.WithCancel(ctx)
+	defer cancel()
+	sel := workflow.NewSelector(ctx)
+	var firstErr error
+	pending := 0
+	for _, t := range tables {
+		if firstErr != nil {
+			break
+		}
+		if pending == parallel {
+			sel.Select(ctx)
+			pending--
+		}
+		if firstErr != nil {
+			break
+		}
+		name := t.Name
+		f := workflow.ExecuteActivity(longActivity(lctx, "load "+name, 5), a.LoadTable,
+			activities.LoadTableParams{TargetParams: target, Table: name})
+		pending++
+		sel.AddFuture(f, func(f workflow.Future) {
+			var rows int64
+			if err := f.Get(ctx, &rows); err != nil {
+				if firstErr == nil {
+					firstErr = err
+					cancel()
+				}
+				return
+			}
+			st.TablesDone++
+			st.RowsDone += rows
+		})
+	}
+	for ; pending > 0; pending-- {
+		sel.Select(ctx)
+	}
+	return firstErr
+}

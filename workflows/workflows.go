@@ -1,0 +1,56 @@
+// Package workflows holds sluice's deterministic Temporal workflows. They pass
+// IDs, positions and counts between activities and never see row data, never
+// do I/O and never read a clock.
+package workflows
+
+import (
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/sluicehq/sluice/activities"
+)
+
+// QueryStatus is the name of every sluice workflow's status query.
+const QueryStatus = "status"
+
+// Search attributes the workflows carry so the Temporal UI can filter runs.
+var (
+	SearchAttrChain  = temporal.NewSearchAttributeKeyKeyword("SluiceChain")
+	SearchAttrRole   = temporal.NewSearchAttributeKeyKeyword("SluiceRole")
+	SearchAttrStream = temporal.NewSearchAttributeKeyKeyword("SluiceStream")
+)
+
+// a is used only to name activity methods; workflows never call it directly.
+var a *activities.Activities
+
+// longActivity returns options for an activity that runs as long as the data
+// needs and heartbeats while it does.
+func longActivity(ctx workflow.Context, summary string, attempts int32) workflow.Context {
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 48 * time.Hour,
+		HeartbeatTimeout:    time.Minute,
+		Summary:             summary,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval:    2 * time.Second,
+			BackoffCoefficient: 2,
+			MaximumInterval:    time.Minute,
+			MaximumAttempts:    attempts,
+		},
+	})
+}
+
+// shortActivity returns options for a quick metadata activity.
+func shortActivity(ctx workflow.Context, summary string) workflow.Context {
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 10 * time.Minute,
+		Summary:             summary,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval:    time.Second,
+			BackoffCoefficient: 2,
+			MaximumInterval:    30 * time.Second,
+			MaximumAttempts:    5,
+		},
+	})
+}
