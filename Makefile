@@ -1,0 +1,46 @@
+# sluice — developer entry points. `make demo` runs the main job, `make test`
+# runs every test; both start the services they need (deploy/dev/services.sh).
+SHELL := /bin/bash
+export SLUICE_STATE ?= $(HOME)/.local/state/sluice
+export SLUICE_TOOLS ?= $(HOME)/.cache/sluice/bin
+GO ?= go
+
+.PHONY: demo test unit build services stop-services worker stop-worker lint bench bench-full fuzz
+
+build:
+	$(GO) build -o bin/sluice ./starter
+	$(GO) build -o bin/sluice-worker ./worker
+
+services:
+	bash deploy/dev/services.sh
+
+stop-services: stop-worker
+	bash deploy/dev/stop-services.sh
+
+worker: build services
+	bash deploy/dev/worker.sh
+
+stop-worker:
+	bash deploy/dev/worker.sh stop
+
+demo: worker
+	bash deploy/dev/demo.sh
+
+test: services
+	bash deploy/dev/test.sh
+
+unit:
+	$(GO) test -short ./...
+
+lint:
+	test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }
+	$(GO) vet ./...
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@2026.1 ./...
+
+bench: bench-full
+
+bench-full: worker
+	bash bench/full-backup.sh
+
+fuzz:
+	$(GO) test -run '^$$' -fuzz FuzzDecodeChunk -fuzztime 60s ./internal/chain/

@@ -1,0 +1,221 @@
+// Package integration runs sluice end to end: the real sluice and
+// sluice-worker binaries, a real Temporal dev server, real PostgreSQL and a
+// real S3-compatible server, all started by deploy/dev/services.sh.
+package integration
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/testenv"
+)
+
+// sourcePasswordEnv is the variable the worker reads the password-auth test
+// role's password from; the starter only ever sees its name.
+const (
+	sourcePasswordEnv = "SLUICE_IT_SOURCE_PW"
+	sourcePassword    = "It-S3cret-only-in-the-worker-7d1c"
+)
+
+var h harness
+
+// harness holds the binaries and the worker process shared by the tests.
+type harness struct {
+	bin       string
+	taskQueue string
+	temporal  string
+	workerLog *lockedBuffer
+	worker    *exec.Cmd
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func TestMain(m *testing.M) {
+	os.Exit(runMain(m))
+}
+
+func runMain(m *testing.M) int {
+	flag.Parse()
+	if testing.Short() {
+		fmt.Println("integration: skipped in -short mode")
+		return 0
+	}
+	h.temporal = os.Getenv("TEMPORAL_ADDRESS")
+	if h.temporal == "" {
+		h.temporal = "127.0.0.1:7233"
+	}
+	if c, err := net.DialTimeout("tcp", h.temporal, 2*time.Second); err != nil {
+		msg := fmt.Sprintf("integration: Temporal is not reachable at %s; start the services with `make services`", h.temporal)
+		if testenv.Required() {
+			fmt.Println(msg)
+			return 1
+		}
+		fmt.Println(msg + " (skipping; SLUICE_REQUIRE_SERVICES=1 fails instead)")
+		return 0
+	} else {
+		c.Close()
+	}
+	testenv.SetS3Credentials()
+
+	dir, err := os.MkdirTemp("", "sluice-it-bin-")
+	if err != nil {
+		fmt.Println(err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	h.bin = dir
+	for pkg, name := range map[string]string{"../starter": "sluice", "../worker": "sluice-worker"} {
+		out, err := exec.Command("go", "build", "-o", filepath.Join(dir, name), pkg).CombinedOutput()
+		if err != nil {
+			fmt.Printf("integration: build %s: %v\n%s", pkg, err, out)
+			return 1
+		}
+	}
+	h.taskQueue = fmt.Sprintf("sluice-it-%d-%d", os.Getpid(), time.Now().UnixNano()%1e6)
+	if err := h.startWorker(); err != nil {
+		fmt.Println("integration:", err)
+		return 1
+	}
+	code := m.Run()
+	h.stopWorker()
+	if code != 0 {
+		fmt.Printf("--- worker log (last 4 KiB) ---\n%s\n", tail(h.workerLog.String(), 4096))
+	}
+	return code
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
+}
+
+func freePort() string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "127.0.0.1:0"
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+func (hh *harness) env() []string {
+	return append(os.Environ(),
+		"TEMPORAL_ADDRESS="+hh.temporal,
+		"SLUICE_TASK_QUEUE="+hh.taskQueue,
+	)
+}
+
+func (hh *harness) startWorker() error {
+	admin := freePort()
+	cmd := exec.Command(filepath.Join(hh.bin, "sluice-worker"), "--admin-addr", admin)
+	cmd.Env = append(hh.env(), sourcePasswordEnv+"="+sourcePassword)
+	hh.workerLog = &lockedBuffer{}
+	cmd.Stdout, cmd.Stderr = hh.workerLog, hh.workerLog
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start worker: %w", err)
+	}
+	hh.worker = cmd
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		if resp, err := httpGet("http://" + admin + "/readyz"); err == nil && resp == 200 {
+			return nil
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	return fmt.Errorf("worker did not become ready:\n%s", hh.workerLog.String())
+}
+
+func (hh *harness) stopWorker() {
+	if hh.worker == nil || hh.worker.Process == nil {
+		return
+	}
+	_ = hh.worker.Process.Signal(os.Interrupt)
+	done := make(chan struct{})
+	go func() { _ = hh.worker.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(15 * time.Second):
+		_ = hh.worker.Process.Kill()
+	}
+}
+
+// result is how one sluice command ended.
+type result struct {
+	stdout, stderr string
+	exit           int
+}
+
+func (r result) String() string {
+	return fmt.Sprintf("exit %d\nstdout:\n%s\nstderr:\n%s", r.exit, r.stdout, r.stderr)
+}
+
+// sluice runs the CLI and returns its output and exit status.
+func sluice(t *testing.T, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, filepath.Join(h.bin, "sluice"), args...)
+	cmd.Env = h.env()
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	r := result{stdout: out.String(), stderr: errb.String()}
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &ee):
+		r.exit = ee.ExitCode()
+	default:
+		t.Fatalf("run sluice %s: %v", strings.Join(args, " "), err)
+	}
+	return r
+}
+
+// mustSluice runs the CLI and fails the test unless it exits 0.
+func mustSluice(t *testing.T, args ...string) result {
+	t.Helper()
+	r := sluice(t, args...)
+	if r.exit != 0 {
+		t.Fatalf("sluice %s: %s", strings.Join(args, " "), r)
+	}
+	return r
+}
+
+func httpGet(url string) (int, error) {
+	c := &http.Client{Timeout: 2 * time.Second}
+	resp, err := c.Get(url)
+	if err != nil {
+		return 0, err
+	}
+	resp.Body.Close()
+	return resp.StatusCode, nil
+}
