@@ -151,12 +151,12 @@ func isSearchAttributeError(err error) bool {
 
 // heartbeatDetails returns the last heartbeat of each pending activity, decoded as JSON objects.
 func heartbeatDetails(ctx context.Context, cl client.Client, id, runID string) []map[string]any {
-	desc, err := cl.DescribeWorkflowExecution(ctx, id, runID)
-	if err != nil {
+	desc, err := cl.DescribeWorkflow(ctx, id, runID)
+	if err != nil || desc.RawResponse == nil {
 		return nil
 	}
 	var out []map[string]any
-	for _, pa := range desc.GetPendingActivities() {
+	for _, pa := range desc.RawResponse.GetPendingActivities() {
 		for _, p := range pa.GetHeartbeatDetails().GetPayloads() {
 			m := map[string]any{}
 			if json.Unmarshal(p.GetData(), &m) == nil {

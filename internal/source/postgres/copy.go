@@ -1,19 +1,16 @@
 package postgres
 
 import (
-	"bytes"
 	"context"
-	"encoding/binary"
+	"errors"
 	"fmt"
+	"io"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/sluicehq/sluice/internal/chain"
 )
-
-// copySignature opens every COPY BINARY stream.
-var copySignature = []byte("PGCOPY\n\xff\r\n\x00")
 
 // SuppliedColumns returns the columns whose values travel in row chunks:
 // every column except stored generated ones, which the target computes.
@@ -102,19 +99,15 @@ func (s *chunkSink) Write(p []byte) (int, error) {
 	}
 	s.pending = append(s.pending, p...)
 	if !s.header {
-		if len(s.pending) < len(copySignature)+8 {
+		n, err := chain.CopyHeaderLen(s.pending)
+		if errors.Is(err, io.ErrUnexpectedEOF) {
 			return len(p), nil
 		}
-		if !bytes.Equal(s.pending[:len(copySignature)], copySignature) {
-			s.err = fmt.Errorf("COPY stream does not start with the binary signature")
-			return 0, s.err
+		if err != nil {
+			s.err = err
+			return 0, err
 		}
-		ext := int(binary.BigEndian.Uint32(s.pending[len(copySignature)+4:]))
-		hdr := len(copySignature) + 8 + ext
-		if len(s.pending) < hdr {
-			return len(p), nil
-		}
-		s.pending = append(s.pending[:0:0], s.pending[hdr:]...)
+		s.pending = append(s.pending[:0:0], s.pending[n:]...)
 		s.header = true
 	}
 	if len(s.pending) >= s.limit {
@@ -129,8 +122,9 @@ func (s *chunkSink) Write(p []byte) (int, error) {
 // cut sends the complete tuples in pending to the encoder; at the end of the
 // stream it also checks that only the trailer remains.
 func (s *chunkSink) cut(final bool) error {
-	complete, _, trailer, err := scanTuples(s.pending, s.ncols)
-	if err != nil {
+	complete, _, err := chain.ScanTuples(s.pending, s.ncols)
+	trailer := errors.Is(err, chain.ErrCopyTrailer)
+	if err != nil && !trailer {
 		return err
 	}
 	if complete > 0 {
@@ -198,13 +192,7 @@ func (s *chunkSink) encodeLoop() {
 
 func (s *chunkSink) encode(seq int, body []byte) error {
 	rb := chain.NewRowBuilder(s.table, s.ncols)
-	it := chain.NewTupleIter(body, s.ncols)
-	for it.Next() {
-		if err := rb.AppendTuple(it.Tuple()); err != nil {
-			return err
-		}
-	}
-	if err := it.Err(); err != nil {
+	if _, err := rb.AppendTuples(body); err != nil {
 		return err
 	}
 	data, err := rb.Encode()
@@ -225,42 +213,4 @@ func (s *chunkSink) encode(seq int, body []byte) error {
 	s.b.raw.Add(int64(len(body)))
 	s.b.stored.Add(int64(len(data)))
 	return nil
-}
-
-// scanTuples walks COPY BINARY tuples from the start of buf and returns the
-// length of the complete tuples, how many there are, and whether the
-// end-of-data marker (a field count of -1) follows them.
-func scanTuples(buf []byte, ncols int) (complete, n int, trailer bool, err error) {
-	off := 0
-	for {
-		if len(buf)-off < 2 {
-			return off, n, false, nil
-		}
-		fc := int16(binary.BigEndian.Uint16(buf[off:]))
-		if fc == -1 {
-			return off, n, true, nil
-		}
-		if int(fc) != ncols {
-			return off, n, false, fmt.Errorf("COPY row has %d fields, expected %d", fc, ncols)
-		}
-		p := off + 2
-		for i := 0; i < ncols; i++ {
-			if len(buf)-p < 4 {
-				return off, n, false, nil
-			}
-			l := int32(binary.BigEndian.Uint32(buf[p:]))
-			p += 4
-			if l < -1 {
-				return off, n, false, fmt.Errorf("COPY field has length %d", l)
-			}
-			if l > 0 {
-				if len(buf)-p < int(l) {
-					return off, n, false, nil
-				}
-				p += int(l)
-			}
-		}
-		off = p
-		n++
-	}
 }

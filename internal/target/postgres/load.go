@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
 	"io"
 	"strings"
@@ -266,14 +265,12 @@ func newChunkStream(ctx context.Context, ch *chain.Chain, td chain.TableData, nc
 	return s
 }
 
-var copyHeader = append([]byte("PGCOPY\n\xff\r\n\x00"), 0, 0, 0, 0, 0, 0, 0, 0)
-
 // Read implements io.Reader.
 func (s *chunkStream) Read(p []byte) (int, error) {
 	for len(s.cur) == 0 {
 		switch s.stage {
 		case 0:
-			s.cur = copyHeader
+			s.cur = chain.AppendCopyHeader(nil)
 			s.stage = 1
 		case 1:
 			select {
@@ -285,7 +282,7 @@ func (s *chunkStream) Read(p []byte) (int, error) {
 						return 0, err
 					default:
 					}
-					s.cur = binary.BigEndian.AppendUint16(nil, 0xFFFF)
+					s.cur = chain.AppendCopyTrailer(nil)
 					s.stage = 2
 					continue
 				}

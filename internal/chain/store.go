@@ -1,0 +1,335 @@
+package chain
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+
+	"github.com/sluicehq/sluice/internal/blobstore"
+	"github.com/sluicehq/sluice/internal/errcode"
+)
+
+// Key layout under a chain's root (see docs/chain-format.md).
+const (
+	// CatalogPrefix holds the catalog generations and the HEAD hint.
+	CatalogPrefix = "catalog/"
+	// CatalogHeadKey holds the latest committed generation number as a hint.
+	CatalogHeadKey = "catalog/HEAD"
+	// ManifestPrefix holds one object per manifest, named by its ID.
+	ManifestPrefix = "manifests/"
+	// DataPrefix holds chunks, one folder per writing attempt.
+	DataPrefix = "data/"
+	// ControlPrefix holds stop markers.
+	ControlPrefix = "control/"
+)
+
+const (
+	generationPrefix = CatalogPrefix + "gen-"
+	generationSuffix = ".json"
+)
+
+// CatalogKey returns the key of catalog generation gen.
+func CatalogKey(gen int64) string {
+	return fmt.Sprintf("%s%020d%s", generationPrefix, gen, generationSuffix)
+}
+
+// ManifestKey returns the key of the manifest with the given ID.
+func ManifestKey(id string) string { return ManifestPrefix + id + ".json" }
+
+// DataKey returns the key of a chunk named name written by attempt. Attempt
+// IDs are chosen by the writer and must be unique per attempt.
+func DataKey(attempt, name string) string { return DataPrefix + attempt + "/" + name }
+
+// parseCatalogKey returns the generation a catalog key names.
+func parseCatalogKey(key string) (int64, bool) {
+	s, ok := strings.CutPrefix(key, generationPrefix)
+	if !ok {
+		return 0, false
+	}
+	s, ok = strings.CutSuffix(s, generationSuffix)
+	if !ok || len(s) != 20 {
+		return 0, false
+	}
+	gen, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || gen < 1 {
+		return 0, false
+	}
+	return gen, true
+}
+
+// Chain reads and writes one chain in a backup store. It holds no state of
+// its own beyond the store, so it is safe for concurrent use.
+type Chain struct {
+	store blobstore.Store
+}
+
+// Open returns the chain rooted at the store's root. It does no I/O.
+func Open(s blobstore.Store) *Chain { return &Chain{store: s} }
+
+// Store returns the backup store the chain lives in.
+func (c *Chain) Store() blobstore.Store { return c.store }
+
+// unreachable wraps a store failure other than a missing object.
+func (c *Chain) unreachable(err error, op, key string) error {
+	return errcode.Wrap(errcode.StoreUnreachable, err, "%s %s in %s", op, key, c.store)
+}
+
+// LoadCatalog returns the latest committed catalog generation. It starts from
+// the HEAD hint when there is a usable one, otherwise from the highest
+// generation the store lists, and then probes forward (N+1, N+2, ...) until
+// a generation is missing, so a stale or missing HEAD never hides a commit.
+// No catalog at all is a coded errcode.ChainNotFound error.
+func (c *Chain) LoadCatalog(ctx context.Context) (*Catalog, error) {
+	var cur *Catalog
+	if gen, ok, err := c.readHead(ctx); err != nil {
+		return nil, err
+	} else if ok {
+		if cur, err = c.readGeneration(ctx, gen); err != nil {
+			return nil, err
+		}
+	}
+	if cur == nil {
+		gen, err := c.highestListed(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if gen == 0 {
+			return nil, errcode.Wrap(errcode.ChainNotFound, blobstore.ErrNotFound, "no catalog under %s", c.store)
+		}
+		if cur, err = c.readGeneration(ctx, gen); err != nil {
+			return nil, err
+		}
+		if cur == nil {
+			return nil, errcode.Wrap(errcode.StoreUnreachable, blobstore.ErrNotFound,
+				"catalog %s was listed but cannot be read from %s", CatalogKey(gen), c.store)
+		}
+	}
+	for {
+		next, err := c.readGeneration(ctx, cur.Generation+1)
+		if err != nil {
+			return nil, err
+		}
+		if next == nil {
+			return cur, nil
+		}
+		cur = next
+	}
+}
+
+// readHead returns the generation the HEAD hint names; ok is false when
+// there is no hint or it does not hold a generation number.
+func (c *Chain) readHead(ctx context.Context) (gen int64, ok bool, err error) {
+	data, err := blobstore.ReadAll(ctx, c.store, CatalogHeadKey)
+	if errors.Is(err, blobstore.ErrNotFound) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, c.unreachable(err, "read", CatalogHeadKey)
+	}
+	gen, perr := strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64)
+	if perr != nil || gen < 1 {
+		return 0, false, nil
+	}
+	return gen, true, nil
+}
+
+// highestListed returns the highest generation whose key the store lists, or 0.
+func (c *Chain) highestListed(ctx context.Context) (int64, error) {
+	objs, err := c.store.List(ctx, generationPrefix)
+	if err != nil {
+		return 0, c.unreachable(err, "list", generationPrefix)
+	}
+	var high int64
+	for _, o := range objs {
+		if gen, ok := parseCatalogKey(o.Key); ok && gen > high {
+			high = gen
+		}
+	}
+	return high, nil
+}
+
+// readGeneration reads catalog generation gen; it returns nil, nil when the
+// generation does not exist.
+func (c *Chain) readGeneration(ctx context.Context, gen int64) (*Catalog, error) {
+	key := CatalogKey(gen)
+	data, err := blobstore.ReadAll(ctx, c.store, key)
+	if errors.Is(err, blobstore.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, c.unreachable(err, "read", key)
+	}
+	cat, err := decodeCatalog(key, data)
+	if err != nil {
+		return nil, err
+	}
+	if cat.Generation != gen {
+		return nil, errcode.New(errcode.ChainInvalid, "catalog %s holds generation %d", key, cat.Generation)
+	}
+	return cat, nil
+}
+
+// CommitCatalog commits next as generation next.Generation. The write is
+// create-only: if that generation already exists, another writer committed
+// first and CommitCatalog returns a coded errcode.CatalogConflict error
+// (unless the existing generation is byte-identical to next, which is this
+// writer's own earlier attempt landing). next must pass ValidateCatalog.
+// After the commit it updates the HEAD hint; a failure there is ignored
+// because readers probe past a stale hint.
+//
+// Generations are never deleted: if generation N were pruned, a writer still
+// holding generation N-1 could create N again and fork the chain.
+func (c *Chain) CommitCatalog(ctx context.Context, next *Catalog) error {
+	if next == nil {
+		return errors.New("commit catalog: nil catalog")
+	}
+	if err := ValidateCatalog(next); err != nil {
+		return fmt.Errorf("commit catalog generation %d: %w", next.Generation, err)
+	}
+	data, err := encodeCatalog(next)
+	if err != nil {
+		return err
+	}
+	key := CatalogKey(next.Generation)
+	if err := c.store.PutIfAbsent(ctx, key, data); err != nil {
+		if !errors.Is(err, blobstore.ErrExists) {
+			return c.unreachable(err, "write", key)
+		}
+		existing, rerr := blobstore.ReadAll(ctx, c.store, key)
+		if rerr != nil || !bytes.Equal(existing, data) {
+			return errcode.Wrap(errcode.CatalogConflict, err,
+				"another writer committed generation %d first", next.Generation)
+		}
+	}
+	_ = c.store.Put(ctx, CatalogHeadKey, []byte(strconv.FormatInt(next.Generation, 10)+"\n"))
+	return nil
+}
+
+// PutManifest seals m and writes it to its key, create-only. When the key
+// already holds identical bytes (a retried write) that is success; different
+// bytes are a coded errcode.ManifestInvalid error. m must pass
+// ValidateManifest.
+func (c *Chain) PutManifest(ctx context.Context, m *Manifest) error {
+	if err := m.Seal(); err != nil {
+		return err
+	}
+	if err := ValidateManifest(m); err != nil {
+		return fmt.Errorf("put manifest: %w", err)
+	}
+	data, err := encodeManifest(m)
+	if err != nil {
+		return err
+	}
+	key := ManifestKey(m.ID)
+	if err := c.store.PutIfAbsent(ctx, key, data); err != nil {
+		if !errors.Is(err, blobstore.ErrExists) {
+			return c.unreachable(err, "write", key)
+		}
+		existing, rerr := blobstore.ReadAll(ctx, c.store, key)
+		if rerr != nil {
+			return c.unreachable(rerr, "read", key)
+		}
+		if !bytes.Equal(existing, data) {
+			return errcode.New(errcode.ManifestInvalid, "manifest %s already exists in %s with different content", m.ID, c.store)
+		}
+	}
+	return nil
+}
+
+// GetManifest reads the manifest with the given ID and checks that its
+// content hashes to it. A missing, unparseable or altered manifest is a
+// coded errcode.ManifestInvalid error naming the ID; an unknown format
+// version is errcode.FormatUnsupported.
+func (c *Chain) GetManifest(ctx context.Context, id string) (*Manifest, error) {
+	if !ValidID(id) {
+		return nil, errcode.New(errcode.ManifestInvalid, "manifest ID %q is not 40 lowercase hex characters", id)
+	}
+	key := ManifestKey(id)
+	data, err := blobstore.ReadAll(ctx, c.store, key)
+	if errors.Is(err, blobstore.ErrNotFound) {
+		return nil, errcode.Wrap(errcode.ManifestInvalid, err, "manifest %s is missing from %s", id, c.store)
+	}
+	if err != nil {
+		return nil, c.unreachable(err, "read", key)
+	}
+	return decodeManifest(id, data)
+}
+
+// WriteChunk stores an encoded chunk at key (replacing any earlier attempt's
+// object there) and returns the reference a manifest records for it. rows
+// and raw are the chunk's row count and uncompressed body size.
+func (c *Chain) WriteChunk(ctx context.Context, key string, data []byte, rows, raw int64) (ChunkRef, error) {
+	sum := sha256.Sum256(data)
+	if err := c.store.Put(ctx, key, data); err != nil {
+		return ChunkRef{}, c.unreachable(err, "write", key)
+	}
+	return ChunkRef{Key: key, SHA256: hex.EncodeToString(sum[:]), Size: int64(len(data)), Rows: rows, RawSize: raw}, nil
+}
+
+// ReadChunk reads the chunk ref names, checks its size and SHA-256 against
+// the reference, decodes it and checks the header's counts against the
+// reference. Damage (including a missing object) is a coded
+// errcode.ChunkCorrupt error naming the key; a store failure is
+// errcode.StoreUnreachable.
+func (c *Chain) ReadChunk(ctx context.Context, ref ChunkRef) (ChunkHeader, []byte, error) {
+	data, err := c.readChunkBytes(ctx, ref)
+	if err != nil {
+		return ChunkHeader{}, nil, err
+	}
+	sum := sha256.Sum256(data)
+	if got := hex.EncodeToString(sum[:]); got != ref.SHA256 {
+		return ChunkHeader{}, nil, errcode.New(errcode.ChunkCorrupt,
+			"chunk %s: stored bytes have SHA-256 %s, the manifest records %s", ref.Key, got, ref.SHA256)
+	}
+	h, body, err := DecodeChunk(data)
+	if err != nil {
+		return ChunkHeader{}, nil, chunkErr(err, ref.Key)
+	}
+	if h.Rows != ref.Rows || h.RawSize != ref.RawSize {
+		return ChunkHeader{}, nil, errcode.New(errcode.ChunkCorrupt,
+			"chunk %s: holds %d rows in %d bytes, the manifest records %d rows in %d bytes",
+			ref.Key, h.Rows, h.RawSize, ref.Rows, ref.RawSize)
+	}
+	return h, body, nil
+}
+
+// readChunkBytes reads at most ref.Size+1 bytes of the chunk, so a wrong
+// object cannot exhaust memory, and checks the length.
+func (c *Chain) readChunkBytes(ctx context.Context, ref ChunkRef) ([]byte, error) {
+	if ref.Size < 0 || ref.Size > 2*MaxChunkRawSize {
+		return nil, errcode.New(errcode.ChunkCorrupt, "chunk %s: recorded size %d out of range", ref.Key, ref.Size)
+	}
+	rc, err := c.store.Get(ctx, ref.Key)
+	if errors.Is(err, blobstore.ErrNotFound) {
+		return nil, errcode.Wrap(errcode.ChunkCorrupt, err, "chunk %s is missing from %s", ref.Key, c.store)
+	}
+	if err != nil {
+		return nil, c.unreachable(err, "read", ref.Key)
+	}
+	defer rc.Close()
+	buf := bytes.NewBuffer(make([]byte, 0, ref.Size+bytes.MinRead))
+	if _, err := buf.ReadFrom(io.LimitReader(rc, ref.Size+1)); err != nil {
+		return nil, c.unreachable(err, "read", ref.Key)
+	}
+	switch n := int64(buf.Len()); {
+	case n < ref.Size:
+		return nil, errcode.New(errcode.ChunkCorrupt, "chunk %s: stored object is %d bytes, the manifest records %d", ref.Key, n, ref.Size)
+	case n > ref.Size:
+		return nil, errcode.New(errcode.ChunkCorrupt, "chunk %s: stored object is longer than the %d bytes the manifest records", ref.Key, ref.Size)
+	}
+	return buf.Bytes(), nil
+}
+
+// chunkErr puts the chunk's key into a decoding error's message.
+func chunkErr(err error, key string) error {
+	if e, ok := errcode.As(err); ok {
+		return &errcode.Error{Code: e.Code, Message: "chunk " + key + ": " + e.Message, Hint: e.Hint, Err: e.Err}
+	}
+	return errcode.Wrap(errcode.ChunkCorrupt, err, "chunk %s", key)
+}
