@@ -32,7 +32,7 @@ type StoreRef struct {
 type Activities struct {
 	// OpenStore opens a backup store; blobstore.Open when nil.
 	OpenStore func(ctx context.Context, ref StoreRef) (blobstore.Store, error)
-	// HeartbeatInterval is how often long activities heartbeat (default 5s).
+	// HeartbeatInterval is how often long activities heartbeat (default 1s).
 	HeartbeatInterval time.Duration
 
 	manifests sync.Map // manifest ID -> *chain.Manifest; IDs are content-derived, so the cache never goes stale
@@ -73,7 +73,7 @@ func (a *Activities) manifest(ctx context.Context, ch *chain.Chain, id string) (
 func (a *Activities) heartbeat(ctx context.Context, details func() any) (stop func()) {
 	every := a.HeartbeatInterval
 	if every <= 0 {
-		every = 5 * time.Second
+		every = time.Second
 	}
 	done := make(chan struct{})
 	var once sync.Once

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/spf13/pflag"
 	"go.temporal.io/sdk/worker"
@@ -47,7 +48,12 @@ func run(args []string) int {
 	}
 	defer cl.Close()
 
-	w := worker.New(cl, cfg.TaskQueue, worker.Options{})
+	w := worker.New(cl, cfg.TaskQueue, worker.Options{
+		// Send heartbeats (and the progress they carry) within a couple of
+		// seconds, so `sluice` and the UI show live progress.
+		DefaultHeartbeatThrottleInterval: time.Second,
+		MaxHeartbeatThrottleInterval:     2 * time.Second,
+	})
 	workflows.Register(w, &activities.Activities{})
 
 	ready := &readiness{client: cl}
