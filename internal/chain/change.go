@@ -1,0 +1,79 @@
+package chain
+
+// Op is the kind of a change record.
+type Op byte
+
+// Change record kinds.
+const (
+	// OpBegin opens a source transaction.
+	OpBegin Op = 'B'
+	// OpCommit closes a source transaction.
+	OpCommit Op = 'C'
+	// OpInsert adds a row (New).
+	OpInsert Op = 'I'
+	// OpUpdate changes a row: New is the new image; Old, when present, is the
+	// old key (OldKind 'K') or the whole old row (OldKind 'O').
+	OpUpdate Op = 'U'
+	// OpDelete removes a row identified by Old.
+	OpDelete Op = 'D'
+	// OpTruncate empties Tables.
+	OpTruncate Op = 'T'
+	// OpSchema records a table's new definition (Schema): a new table, or
+	// columns added, dropped or retyped.
+	OpSchema Op = 'S'
+)
+
+// Value kinds inside a change's row image.
+const (
+	// ValueNull is SQL NULL.
+	ValueNull byte = 'n'
+	// ValueUnchanged is a TOASTed value the update left unchanged and the
+	// source did not send; an apply must leave the column as it is.
+	ValueUnchanged byte = 'u'
+	// ValueText is the type's text output (UTF-8) in Data.
+	ValueText byte = 't'
+)
+
+// Value is one column of a change's row image.
+type Value struct {
+	Kind byte
+	Data []byte
+}
+
+// Change is one record of an incremental: a transaction boundary, a row
+// change, a truncate or a schema change, in source commit order.
+type Change struct {
+	Op Op
+	// XID is the source transaction ID; CommitLSN the LSN of its commit
+	// record. Together with Ordinal they are the change's apply identity.
+	XID       uint32
+	CommitLSN uint64
+	// Ordinal numbers the changes of one transaction from 0 (Begin and
+	// Commit carry none).
+	Ordinal uint32
+	// LSN is the WAL position of the message that carried the change.
+	LSN uint64
+	// CommitTime is the transaction's commit time in microseconds since the
+	// Unix epoch (Begin and Commit).
+	CommitTime int64
+	// EndLSN is the end of the commit record (Commit): the position from which
+	// the stream resumes after this transaction.
+	EndLSN uint64
+	// Table is the qualified table name (row changes and schema changes).
+	Table string
+	// Tables are the qualified names a truncate empties.
+	Tables []string
+	// TruncateFlags: bit 0 CASCADE, bit 1 RESTART IDENTITY.
+	TruncateFlags uint8
+	// OldKind is 'K' (key columns only, others NULL) or 'O' (whole old row)
+	// when Old is present, 0 otherwise.
+	OldKind byte
+	// New and Old are row images over the table's columns in order.
+	New []Value
+	Old []Value
+	// Schema is the table's new definition (OpSchema).
+	Schema *Table
+	// Identified is false for a change the reader could not name; such a
+	// change carries no apply identity.
+	Identified bool
+}
