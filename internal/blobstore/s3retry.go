@@ -1,0 +1,87 @@
+package blobstore
+
+import (
+	"context"
+	"errors"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"syscall"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+)
+
+// Retry policy for S3 requests: transient failures (connection errors,
+// timeouts, throttling, 5xx) are retried by the SDK with these limits.
+const (
+	s3MaxAttempts  = 5
+	s3BaseBackoff  = 100 * time.Millisecond
+	s3MaxBackoff   = 2 * time.Second
+	s3DialTimeout  = 10 * time.Second
+	s3HeaderTimout = 60 * time.Second
+)
+
+// newRetryer returns the SDK's standard retryer with our attempt count and
+// backoff, and without the client-side retry quota (a store that fails for a
+// while should still get its full set of attempts on every request).
+func newRetryer() aws.Retryer {
+	return retry.NewStandard(func(o *retry.StandardOptions) {
+		o.MaxAttempts = s3MaxAttempts
+		o.MaxBackoff = s3MaxBackoff
+		o.Backoff = backoff{base: s3BaseBackoff, max: s3MaxBackoff}
+		o.RateLimiter = ratelimit.None
+	})
+}
+
+// backoff doubles from base up to max, with "equal jitter": half the delay is
+// fixed, half random, so concurrent clients spread out.
+type backoff struct {
+	base, max time.Duration
+}
+
+// BackoffDelay implements retry.BackoffDelayer; attempt counts from 1.
+func (b backoff) BackoffDelay(attempt int, _ error) (time.Duration, error) {
+	d := b.max
+	if attempt >= 1 && attempt < 31 {
+		if v := b.base << (attempt - 1); v > 0 && v < b.max {
+			d = v
+		}
+	}
+	half := d / 2
+	return half + rand.N(half+1), nil
+}
+
+// newHTTPClient bounds how long a dead server can hold a request: dialing
+// and waiting for response headers time out (and are then retried).
+func newHTTPClient() *awshttp.BuildableClient {
+	return awshttp.NewBuildableClient().
+		WithDialerOptions(func(d *net.Dialer) { d.Timeout = s3DialTimeout }).
+		WithTransportOptions(func(t *http.Transport) { t.ResponseHeaderTimeout = s3HeaderTimout })
+}
+
+// isUnreachable reports failures of the network or of the server itself, as
+// opposed to answers about the request (not found, denied, bad request).
+func isUnreachable(err error) bool {
+	if errors.Is(err, context.Canceled) {
+		return false
+	}
+	if code := httpStatus(err); code != 0 {
+		return code == http.StatusTooManyRequests || (code >= 500 && code != http.StatusNotImplemented)
+	}
+	switch errorCode(err) {
+	case "SlowDown", "Throttling", "ThrottlingException", "RequestTimeout", "ServiceUnavailable", "InternalError":
+		return true
+	}
+	var ne net.Error
+	return errors.As(err, &ne) ||
+		errors.Is(err, syscall.ECONNREFUSED) ||
+		errors.Is(err, syscall.ECONNRESET) ||
+		errors.Is(err, syscall.EPIPE) ||
+		errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, context.DeadlineExceeded)
+}
