@@ -18,6 +18,8 @@ type FullBackupParams struct {
 	ChainSlot bool               `json:"chain_slot,omitempty"`
 	SlotName  string             `json:"slot_name,omitempty"`
 	Parallel  int                `json:"parallel,omitempty"`
+	// Publication is ensured before the chain slot is created.
+	Publication string `json:"publication,omitempty"`
 }
 
 // FullBackupResult is what a committed full reports: IDs and counts, never data.
@@ -54,11 +56,12 @@ func (a *Activities) FullBackup(ctx context.Context, p FullBackupParams) (FullBa
 	})
 	defer stop()
 	m, err := pgsource.FullBackup(ctx, ch, pgsource.FullBackupOptions{
-		DSN:       dsn,
-		ChainSlot: p.ChainSlot,
-		SlotName:  p.SlotName,
-		Parallel:  p.Parallel,
-		AttemptID: fmt.Sprintf("%s-%d", info.WorkflowExecution.RunID, info.Attempt),
+		DSN:         dsn,
+		ChainSlot:   p.ChainSlot,
+		SlotName:    p.SlotName,
+		Publication: p.Publication,
+		Parallel:    p.Parallel,
+		AttemptID:   fmt.Sprintf("%s-%d", info.WorkflowExecution.RunID, info.Attempt),
 		Progress: func(pr pgsource.Progress) {
 			mu.Lock()
 			last = pr

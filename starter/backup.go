@@ -36,7 +36,7 @@ func (s *sourceFlags) ref() (credentials.DSNRef, error) {
 func (c *cli) backupFullCmd() *cobra.Command {
 	var src sourceFlags
 	var store storeFlags
-	var target, slotName string
+	var target, slotName, publication string
 	var chainSlot bool
 	var parallel int
 	cmd := &cobra.Command{
@@ -58,7 +58,10 @@ func (c *cli) backupFullCmd() *cobra.Command {
 			if slotName != "" && !chainSlot {
 				return usageError("--slot-name names the chain slot; it needs --chain-slot")
 			}
-			in := workflows.FullBackupInput{Store: st, Source: ref, ChainSlot: chainSlot, SlotName: slotName, Parallel: parallel}
+			if publication != "" && !chainSlot {
+				return usageError("--publication is read by incrementals; it needs --chain-slot")
+			}
+			in := workflows.FullBackupInput{Store: st, Source: ref, ChainSlot: chainSlot, SlotName: slotName, Publication: publication, Parallel: parallel}
 			var res activities.FullBackupResult
 			return c.start(cmd.Context(), launch{
 				id:       "backup-full/" + st.URL,
@@ -84,6 +87,7 @@ func (c *cli) backupFullCmd() *cobra.Command {
 	cmd.Flags().StringVar(&target, "target", "", "backup store URL of the new chain: file:///path or s3://bucket/prefix")
 	cmd.Flags().BoolVar(&chainSlot, "chain-slot", false, "create the chain's logical replication slot and anchor the snapshot on it, so incrementals follow with no gap")
 	cmd.Flags().StringVar(&slotName, "slot-name", "", "name of the chain slot (default: derived from --target)")
+	cmd.Flags().StringVar(&publication, "publication", "", "with --chain-slot: the publication incrementals read (default sluice_all_tables, created FOR ALL TABLES when missing)")
 	cmd.Flags().IntVar(&parallel, "parallel", 2, "tables copied at once")
 	cmd.Flags().BoolVar(&c.detach, "detach", false, "return once the workflow has started")
 	return cmd

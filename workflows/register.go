@@ -10,5 +10,8 @@ import (
 func Register(r worker.Registry, acts *activities.Activities) {
 	r.RegisterWorkflow(FullBackupWorkflow)
 	r.RegisterWorkflow(RestoreWorkflow)
+	r.RegisterWorkflow(ProducerWorkflow)
+	r.RegisterWorkflow(RotateWorkflow)
+	r.RegisterWorkflow(IncrementalWorkflow)
 	r.RegisterActivity(acts)
 }

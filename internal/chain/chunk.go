@@ -17,10 +17,13 @@ import (
 // ChunkKind says what a chunk's body holds.
 type ChunkKind uint8
 
-// Chunk kinds. Kind 2 is reserved for change records.
+// Chunk kinds.
 const (
 	// ChunkKindRows is a chunk of table rows in binary COPY tuple framing.
 	ChunkKindRows ChunkKind = 1
+	// ChunkKindChanges is a chunk of an incremental's change records (see
+	// ChangeBuilder and ChangeIter).
+	ChunkKindChanges ChunkKind = 2
 )
 
 // ChunkMagic starts every chunk file.
@@ -47,11 +50,12 @@ const chunkPrefixLen = len(ChunkMagic) + 3
 type ChunkHeader struct {
 	// Kind is what the body holds.
 	Kind ChunkKind
-	// Table is the qualified name "schema.name" of the rows' table.
+	// Table is the qualified name "schema.name" of the rows' table; empty
+	// in a change chunk.
 	Table string
-	// Columns is the field count of every tuple.
+	// Columns is the field count of every tuple; 0 in a change chunk.
 	Columns int
-	// Rows is the number of tuples in the body.
+	// Rows is the number of tuples, or of change records, in the body.
 	Rows int64
 	// RawSize is the uncompressed body length in bytes.
 	RawSize int64
@@ -199,8 +203,9 @@ func (b *RowBuilder) encode(level zstd.EncoderLevel) ([]byte, error) {
 // DecodeChunk checks and decodes a chunk file, returning its header and its
 // uncompressed body. An unknown format version, kind or flag is a coded
 // errcode.FormatUnsupported error; any other malformation (bad magic, bad
-// header, a body that does not decompress, whose length or tuple count
-// differs from the header, or whose framing is broken) is a coded
+// header, a body that does not decompress, whose length or tuple or record
+// count differs from the header, or whose framing is broken: for a change
+// chunk, every record is parsed and checked) is a coded
 // errcode.ChunkCorrupt error. It never panics, and it refuses a header that
 // claims more than MaxChunkRawSize bytes, or more than the compressed bytes
 // could expand to, before allocating for it.
@@ -245,6 +250,16 @@ func DecodeChunkInto(dst, data []byte) (ChunkHeader, []byte, error) {
 	if int64(len(body)) != h.RawSize {
 		return ChunkHeader{}, nil, corrupt("body decompresses to %d bytes, header says %d", len(body), h.RawSize)
 	}
+	if h.Kind == ChunkKindChanges {
+		n, err := scanChanges(body)
+		if err != nil {
+			return ChunkHeader{}, nil, err
+		}
+		if n != h.Rows {
+			return ChunkHeader{}, nil, corrupt("chunk body holds %d change records, header says %d", n, h.Rows)
+		}
+		return h, body, nil
+	}
 	complete, n, err := ScanTuples(body, h.Columns)
 	if err != nil {
 		return ChunkHeader{}, nil, errcode.Wrap(errcode.ChunkCorrupt, err, "chunk body framing")
@@ -272,7 +287,7 @@ func parseChunkPrefix(data []byte) (ChunkHeader, []byte, error) {
 		return ChunkHeader{}, nil, errcode.New(errcode.FormatUnsupported,
 			"chunk format version %d; this sluice reads version %d", version, ChunkFormatVersion)
 	}
-	if kind != ChunkKindRows {
+	if kind != ChunkKindRows && kind != ChunkKindChanges {
 		return ChunkHeader{}, nil, errcode.New(errcode.FormatUnsupported, "chunk kind %d is not readable by this sluice", kind)
 	}
 	if flags != 0 {
@@ -292,6 +307,17 @@ func parseChunkPrefix(data []byte) (ChunkHeader, []byte, error) {
 		return ChunkHeader{}, nil, errcode.Wrap(errcode.ChunkCorrupt, err, "chunk header does not parse")
 	}
 	h := ChunkHeader{Kind: kind, Table: hj.Table, Columns: hj.Columns, Rows: hj.Rows, RawSize: hj.RawSize}
+	if kind == ChunkKindChanges {
+		switch {
+		case h.Table != "" || h.Columns != 0:
+			return ChunkHeader{}, nil, corrupt("change chunk header names table %q and %d columns; it must name neither", h.Table, h.Columns)
+		case h.RawSize < 0 || h.RawSize > MaxChunkRawSize:
+			return ChunkHeader{}, nil, corrupt("chunk header raw size %d out of range (limit %d)", h.RawSize, MaxChunkRawSize)
+		case h.Rows < 0 || h.Rows > h.RawSize/minChangeRecordLen:
+			return ChunkHeader{}, nil, corrupt("chunk header record count %d impossible for %d body bytes", h.Rows, h.RawSize)
+		}
+		return h, rest[hlen:], nil
+	}
 	switch {
 	case h.Table == "":
 		return ChunkHeader{}, nil, corrupt("chunk header names no table")

@@ -176,8 +176,10 @@ func TestChunkCorruption(t *testing.T) {
 	ver[4] = 2
 	check("unknown version", ver, errcode.FormatUnsupported)
 	kind := bytes.Clone(data)
-	kind[5] = 2
+	kind[5] = 3
 	check("unknown kind", kind, errcode.FormatUnsupported)
+	kind[5] = byte(ChunkKindChanges)
+	check("row header under the change kind", kind, errcode.ChunkCorrupt)
 	flags := bytes.Clone(data)
 	flags[6] = 1
 	check("unknown flags", flags, errcode.FormatUnsupported)

@@ -74,7 +74,7 @@ func putIncremental(t testing.TB, c *Chain, parent Link, end string, n int) *Man
 		Kind: KindIncremental, Parent: parent.ID, Source: testSource,
 		StartPosition: parent.EndPosition, EndPosition: end,
 		CreatedAt: testTime.Add(time.Duration(n) * time.Minute),
-		Chunks:    []ChunkRef{ref}, Changes: ref.Rows, Transactions: 2, ApplyIdentity: true,
+		Chunks:    []ChunkRef{ref}, Changes: ref.Rows - 2, Transactions: 1, ApplyIdentity: true,
 	}
 	if err := c.PutManifest(context.Background(), m); err != nil {
 		t.Fatal(err)

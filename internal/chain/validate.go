@@ -102,8 +102,10 @@ func ValidateManifest(m *Manifest) error {
 		if err != nil {
 			return err
 		}
-		if changes != m.Changes {
-			return bad("chunks hold %d change records, the manifest records %d", changes, m.Changes)
+		// Every transaction adds a begin and a commit record to its changes.
+		if changes != m.Changes+2*m.Transactions {
+			return bad("chunks hold %d records, the manifest records %d changes in %d transactions (%d records)",
+				changes, m.Changes, m.Transactions, m.Changes+2*m.Transactions)
 		}
 	default:
 		return bad("unknown kind %q", m.Kind)

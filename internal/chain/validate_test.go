@@ -174,7 +174,7 @@ func TestVerify(t *testing.T) {
 	// when the edit is only verified partway (through an earlier link it is not).
 	key := ManifestKey(links[2].ID)
 	orig := s.raw(key)
-	s.set(key, []byte(strings.Replace(string(orig), `"transactions":2`, `"transactions":3`, 1)))
+	s.set(key, []byte(strings.Replace(string(orig), `"transactions":1`, `"transactions":3`, 1)))
 	if err := c.Verify(ctx, cat, ""); !errcode.Is(err, errcode.ManifestInvalid) || !strings.Contains(err.Error(), links[2].ID) {
 		t.Fatalf("edited manifest: %v", err)
 	}

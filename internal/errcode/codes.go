@@ -65,6 +65,21 @@ var (
 	SourceWalLevel = register("SLUICE-E-SOURCE-WAL-LEVEL", ExitRefused,
 		"The source PostgreSQL does not run with wal_level = logical, so no replication slot can anchor the snapshot.",
 		"Set wal_level = logical (and max_replication_slots, max_wal_senders > 0) in postgresql.conf and restart the source.")
+	SlotInUse = register("SLUICE-E-SLOT-IN-USE", ExitRefused,
+		"Another connection is streaming from the chain's replication slot: a second producer is running on this chain.",
+		"Run one producer per chain. Find the other one (SELECT active_pid FROM pg_replication_slots WHERE slot_name = '<slot>') and stop it, or wait for it to end.")
+	SlotMissing = register("SLUICE-E-SLOT-MISSING", ExitRefused,
+		"The chain's replication slot does not exist on the source (dropped, or the chain was taken without --chain-slot).",
+		"Incrementals need the slot that anchors the chain. Take a new full with --chain-slot into a new chain.")
+	SlotInvalidated = register("SLUICE-E-SLOT-INVALIDATED", ExitRefused,
+		"PostgreSQL invalidated the chain's replication slot (max_slot_wal_keep_size exceeded): the changes since the chain's tip are gone from the WAL.",
+		"The chain cannot continue. Take a new full with --chain-slot into a new chain, drop the invalidated slot, and raise max_slot_wal_keep_size or keep the producer running.")
+	SourceMismatch = register("SLUICE-E-SOURCE-MISMATCH", ExitRefused,
+		"The source database is not the one the chain was taken from (another cluster system identifier or database).",
+		"Point --source at the chain's source, or start a new chain for this database with `sluice backup full`.")
+	PublicationMissing = register("SLUICE-E-PUBLICATION-MISSING", ExitRefused,
+		"The publication named with --publication does not exist on the source.",
+		"Create it (CREATE PUBLICATION <name> FOR ALL TABLES, as a superuser) or omit --publication to use sluice's own.")
 	SlotExists = register("SLUICE-E-SLOT-EXISTS", ExitRefused,
 		"The replication slot the chain would create already exists on the source.",
 		"Another chain may own it. Name another slot with --slot-name, or drop the stale slot (SELECT pg_drop_replication_slot('<name>')) if you are sure nothing uses it.")
@@ -85,6 +100,9 @@ var (
 	AlreadyRunning = register("SLUICE-E-ALREADY-RUNNING", ExitRefused,
 		"A workflow with the same ID is already running, so Temporal refused a second one.",
 		"Follow or stop the running one (the message names its workflow ID); start a second only after it ended.")
+	NotRunning = register("SLUICE-E-NOT-RUNNING", ExitRefused,
+		"No workflow of that name is running, so there is nothing to query or stop.",
+		"Check the --target / --stream-id; `temporal workflow list` shows what runs.")
 	Canceled = register("SLUICE-E-CANCELED", ExitRuntime,
 		"The run was cancelled before it finished; what it had written is not committed.",
 		"Run the command again; a cancelled backup leaves nothing the catalog names, a cancelled restore leaves partly loaded tables that the next run with --replace-existing rebuilds.")

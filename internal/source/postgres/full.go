@@ -32,6 +32,11 @@ type FullBackupOptions struct {
 	ChainSlot bool
 	// SlotName names the chain slot; DefaultSlotName(store) when empty.
 	SlotName string
+	// Publication is the publication incrementals will read; with ChainSlot
+	// it is ensured before the slot exists, since pgoutput sees only
+	// publications older than the position it decodes. Default
+	// DefaultPublication.
+	Publication string
 	// Parallel is how many tables are copied at once (default 2).
 	Parallel int
 	// ChunkBytes is the uncompressed size of a chunk (default DefaultChunkBytes).
@@ -56,6 +61,52 @@ type Progress struct {
 	StoredBytes int64 `json:"stored_bytes"`
 }
 
+func (o *FullBackupOptions) defaults() error {
+	if o.Parallel <= 0 {
+		o.Parallel = 2
+	}
+	if o.ChunkBytes <= 0 {
+		o.ChunkBytes = DefaultChunkBytes
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.AttemptID == "" {
+		return errors.New("full backup: attempt ID is required")
+	}
+	return nil
+}
+
+// RotationFull takes a new full of the chain's source for a new segment,
+// anchored on a temporary slot at the source's current position. It stores
+// the chunks but not the manifest: the producer commits the full together
+// with the old segment's closing incremental. cleanup deletes the chunks
+// when that commit cannot happen.
+func RotationFull(ctx context.Context, ch *chain.Chain, o FullBackupOptions, src chain.SourceInfo) (m *chain.Manifest, cleanup func(), err error) {
+	if err := o.defaults(); err != nil {
+		return nil, nil, err
+	}
+	ctl, err := connect(ctx, o.DSN)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer ctl.Close(context.Background())
+	if err := checkSourceSettings(ctx, ctl); err != nil {
+		return nil, nil, err
+	}
+	m, cleanup, err = takeSnapshot(ctx, ch, o, "sluice_rotate_"+sanitizeSlot(o.AttemptID), true)
+	if err != nil {
+		return nil, nil, err
+	}
+	if m.Source.SystemID != src.SystemID || m.Source.Database != src.Database {
+		cleanup()
+		return nil, nil, errcode.New(errcode.SourceMismatch, "the source is system %s database %q, the chain was taken from system %s database %q",
+			m.Source.SystemID, m.Source.Database, src.SystemID, src.Database)
+	}
+	m.Source.Slot = src.Slot
+	return m, cleanup, nil
+}
+
 // DefaultSlotName derives the chain slot's name from the store URL, so a
 // retried first full finds its own leftover slot and nobody else's.
 func DefaultSlotName(storeURL string) string {
@@ -68,17 +119,8 @@ func DefaultSlotName(storeURL string) string {
 // catalog unless every table was copied; a failed attempt leaves only
 // unreferenced objects under data/<AttemptID>/, which it tries to delete.
 func FullBackup(ctx context.Context, ch *chain.Chain, o FullBackupOptions) (*chain.Manifest, error) {
-	if o.Parallel <= 0 {
-		o.Parallel = 2
-	}
-	if o.ChunkBytes <= 0 {
-		o.ChunkBytes = DefaultChunkBytes
-	}
-	if o.Now == nil {
-		o.Now = time.Now
-	}
-	if o.AttemptID == "" {
-		return nil, errors.New("full backup: attempt ID is required")
+	if err := o.defaults(); err != nil {
+		return nil, err
 	}
 	if _, err := ch.LoadCatalog(ctx); err == nil {
 		return nil, errcode.New(errcode.ChainExists, "%s already holds a chain", ch.Store())
@@ -109,27 +151,14 @@ func FullBackup(ctx context.Context, ch *chain.Chain, o FullBackupOptions) (*cha
 		slot = "sluice_anchor_" + sanitizeSlot(o.AttemptID)
 	}
 
-	repl, err := replicationConnect(ctx, o.DSN)
-	if err != nil {
-		return nil, err
-	}
-	replOpen := true
-	defer func() {
-		if replOpen {
-			repl.Close(context.Background())
+	if o.ChainSlot {
+		pub := o.Publication
+		if pub == "" {
+			pub = DefaultPublication
 		}
-	}()
-	sys, err := pglogrepl.IdentifySystem(ctx, repl)
-	if err != nil {
-		return nil, classify(err, "identify source system")
-	}
-	created, err := pglogrepl.CreateReplicationSlot(ctx, repl, slot, "pgoutput", pglogrepl.CreateReplicationSlotOptions{
-		Temporary:      !o.ChainSlot,
-		SnapshotAction: "EXPORT_SNAPSHOT",
-		Mode:           pglogrepl.LogicalReplication,
-	})
-	if err != nil {
-		return nil, classify(err, "create replication slot "+slot)
+		if err := ensurePublication(ctx, ctl, pub); err != nil {
+			return nil, err
+		}
 	}
 	committed := false
 	if o.ChainSlot {
@@ -139,10 +168,58 @@ func FullBackup(ctx context.Context, ch *chain.Chain, o FullBackupOptions) (*cha
 			}
 		}()
 	}
+	m, cleanup, err := takeSnapshot(ctx, ch, o, slot, !o.ChainSlot)
+	if err != nil {
+		return nil, err
+	}
+	if o.ChainSlot {
+		m.Source.Slot = slot
+	}
+	if err := ch.PutManifest(ctx, m); err != nil {
+		cleanup()
+		return nil, err
+	}
+	if err := ch.CommitCatalog(ctx, chain.NewCatalog(m)); err != nil {
+		if errcode.Is(err, errcode.CatalogConflict) {
+			return nil, errcode.Wrap(errcode.ChainExists, err, "another full backup committed to %s first", ch.Store())
+		}
+		return nil, err
+	}
+	committed = true
+	return m, nil
+}
+
+// takeSnapshot creates slot (temporary or not) exporting a snapshot, copies
+// every table of that snapshot into chunks, and returns the full's manifest,
+// not yet stored, anchored at the slot's consistent point, plus a cleanup
+// that deletes the chunks if the caller cannot commit them.
+func takeSnapshot(ctx context.Context, ch *chain.Chain, o FullBackupOptions, slot string, temporary bool) (*chain.Manifest, func(), error) {
+	repl, err := replicationConnect(ctx, o.DSN)
+	if err != nil {
+		return nil, nil, err
+	}
+	replOpen := true
+	defer func() {
+		if replOpen {
+			repl.Close(context.Background())
+		}
+	}()
+	sys, err := pglogrepl.IdentifySystem(ctx, repl)
+	if err != nil {
+		return nil, nil, classify(err, "identify source system")
+	}
+	created, err := pglogrepl.CreateReplicationSlot(ctx, repl, slot, "pgoutput", pglogrepl.CreateReplicationSlotOptions{
+		Temporary:      temporary,
+		SnapshotAction: "EXPORT_SNAPSHOT",
+		Mode:           pglogrepl.LogicalReplication,
+	})
+	if err != nil {
+		return nil, nil, classify(err, "create replication slot "+slot)
+	}
 
 	b := &fullBackup{ch: ch, o: o}
 	if err := b.openSnapshot(ctx, created.SnapshotName); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer b.closeConns()
 	// Every copy connection now holds the snapshot itself; the exporting
@@ -152,20 +229,20 @@ func FullBackup(ctx context.Context, ch *chain.Chain, o FullBackupOptions) (*cha
 
 	schema, oids, err := ReadSchema(ctx, b.txs[0])
 	if err != nil {
-		return nil, classify(err, "read source schema")
+		return nil, nil, classify(err, "read source schema")
 	}
 	if err := checkPrivileges(ctx, b.txs[0], schema, oids); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if o.AfterSnapshot != nil {
 		if err := o.AfterSnapshot(ctx); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	tables, err := b.copyAll(ctx, schema, oids)
 	if err != nil {
 		b.cleanup()
-		return nil, err
+		return nil, nil, err
 	}
 
 	m := &chain.Manifest{
@@ -182,24 +259,10 @@ func FullBackup(ctx context.Context, ch *chain.Chain, o FullBackupOptions) (*cha
 		Schema:        schema,
 		Tables:        tables,
 	}
-	if o.ChainSlot {
-		m.Source.Slot = slot
-	}
 	for _, t := range tables {
 		m.Rows += t.Rows
 	}
-	if err := ch.PutManifest(ctx, m); err != nil {
-		b.cleanup()
-		return nil, err
-	}
-	if err := ch.CommitCatalog(ctx, chain.NewCatalog(m)); err != nil {
-		if errcode.Is(err, errcode.CatalogConflict) {
-			return nil, errcode.Wrap(errcode.ChainExists, err, "another full backup committed to %s first", ch.Store())
-		}
-		return nil, err
-	}
-	committed = true
-	return m, nil
+	return m, b.cleanup, nil
 }
 
 func checkSourceSettings(ctx context.Context, conn *pgx.Conn) error {

@@ -1,0 +1,136 @@
+package activities
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+
+	"github.com/sluicehq/sluice/internal/chain"
+	"github.com/sluicehq/sluice/internal/credentials"
+	"github.com/sluicehq/sluice/internal/producer"
+	pgsource "github.com/sluicehq/sluice/internal/source/postgres"
+)
+
+// ProducerParams name a chain and its source.
+type ProducerParams struct {
+	Store       StoreRef           `json:"store"`
+	Source      credentials.DSNRef `json:"source"`
+	Publication string             `json:"publication,omitempty"`
+	// Parallel is how many tables a rotation's full copies at once.
+	Parallel int `json:"parallel,omitempty"`
+}
+
+// WindowParams bound one capture window.
+type WindowParams struct {
+	ProducerParams
+	// Rollover ends the window at the first transaction boundary after it.
+	Rollover time.Duration `json:"rollover"`
+	// MaxChanges and MaxBytes end it early at a transaction boundary.
+	MaxChanges int64 `json:"max_changes,omitempty"`
+	MaxBytes   int64 `json:"max_bytes,omitempty"`
+	// Idle returns an empty window after this long without a transaction.
+	Idle time.Duration `json:"idle,omitempty"`
+	// UpToNow captures up to the source's position at the window's start
+	// (a one-shot incremental) instead of for Rollover.
+	UpToNow bool `json:"up_to_now,omitempty"`
+	// StopAfter is when the run started: a stop marker written after it
+	// ends the window at its next transaction boundary.
+	StopAfter time.Time `json:"stop_after,omitempty"`
+}
+
+// WindowResult is a committed (or empty) window and whether a stop was asked.
+type WindowResult struct {
+	producer.Result
+	// Stopped is true when a stop marker ended the window.
+	Stopped bool `json:"stopped,omitempty"`
+}
+
+func (a *Activities) producerOptions(ctx context.Context, p ProducerParams) (*chain.Chain, producer.Options, error) {
+	dsn, err := p.Source.Resolve()
+	if err != nil {
+		return nil, producer.Options{}, err
+	}
+	ch, err := a.openChain(ctx, p.Store)
+	if err != nil {
+		return nil, producer.Options{}, err
+	}
+	info := activity.GetInfo(ctx)
+	return ch, producer.Options{
+		DSN:         dsn,
+		Publication: p.Publication,
+		Parallel:    p.Parallel,
+		AttemptID:   fmt.Sprintf("%s-%s-%d", info.WorkflowExecution.RunID, info.ActivityID, info.Attempt),
+	}, nil
+}
+
+// stopPoller returns a cheap check for the producer's stop marker: it reads
+// the store at most every two seconds.
+func stopPoller(ctx context.Context, ch *chain.Chain, after time.Time) (poll func() bool, stopped func() bool) {
+	var mu sync.Mutex
+	var last time.Time
+	seen := false
+	poll = func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		if seen {
+			return true
+		}
+		if time.Since(last) < 2*time.Second {
+			return false
+		}
+		last = time.Now()
+		m, ok, err := ch.GetStopMarker(ctx, chain.RoleProducer, "")
+		if err == nil && ok && !m.RequestedAt.Before(after) {
+			seen = true
+		}
+		return seen
+	}
+	return poll, func() bool { mu.Lock(); defer mu.Unlock(); return seen }
+}
+
+// CaptureWindow captures one window from the chain's tip and commits it. A
+// retry resumes from whatever the catalog names, so a window is never
+// committed twice and nothing is skipped.
+func (a *Activities) CaptureWindow(ctx context.Context, p WindowParams) (WindowResult, error) {
+	ch, o, err := a.producerOptions(ctx, p.ProducerParams)
+	if err != nil {
+		return WindowResult{}, temporalError(err)
+	}
+	poll, stopped := stopPoller(ctx, ch, p.StopAfter)
+	stop := a.heartbeat(ctx, func() any { return map[string]any{"stopping": stopped()} })
+	defer stop()
+	lim := pgsource.Limits{Duration: p.Rollover, Changes: p.MaxChanges, Bytes: p.MaxBytes, Idle: p.Idle, Stop: poll}
+	if p.UpToNow {
+		lim = pgsource.Limits{Until: "now", Idle: p.Idle}
+	}
+	res, err := producer.Window(ctx, ch, o, lim)
+	if err != nil {
+		return WindowResult{}, temporalError(err)
+	}
+	return WindowResult{Result: res, Stopped: stopped()}, nil
+}
+
+// RotateSegment closes the tip segment at a new full's anchor and starts a
+// new segment with that full, in one catalog write.
+func (a *Activities) RotateSegment(ctx context.Context, p ProducerParams) (producer.Result, error) {
+	ch, o, err := a.producerOptions(ctx, p)
+	if err != nil {
+		return producer.Result{}, temporalError(err)
+	}
+	stop := a.heartbeat(ctx, func() any { return map[string]any{"rotating": true} })
+	defer stop()
+	res, err := producer.Rotate(ctx, ch, o)
+	return res, temporalError(err)
+}
+
+// RequestProducerStop writes the producer's stop marker into the store.
+func (a *Activities) RequestProducerStop(ctx context.Context, store StoreRef) error {
+	ch, err := a.openChain(ctx, store)
+	if err != nil {
+		return temporalError(err)
+	}
+	return temporalError(ch.PutStopMarker(ctx, chain.RoleProducer, "", chain.StopMarker{RequestedAt: time.Now(), By: "stop signal"}))
+}

@@ -1,0 +1,309 @@
+// Package producer keeps a chain fed: it captures windows of whole source
+// transactions from the chain's slot and commits each as an incremental,
+// confirms the slot only after the catalog names the window, and rotates the
+// chain into a new segment. It is the domain behind the producer workflow and
+// `sluice backup incremental`, usable without Temporal.
+package producer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/chain"
+	"github.com/sluicehq/sluice/internal/errcode"
+	pgsource "github.com/sluicehq/sluice/internal/source/postgres"
+)
+
+// DefaultChunkBytes is the uncompressed size at which an incremental's
+// change records are cut into a new chunk.
+const DefaultChunkBytes = 8 << 20
+
+// Options configure a producer step.
+type Options struct {
+	// DSN is the source connection string, password resolved.
+	DSN string
+	// Publication is the publication to read (default: sluice's own).
+	Publication string
+	// ChunkBytes is the raw size of a change chunk (default DefaultChunkBytes).
+	ChunkBytes int
+	// AttemptID names this attempt's data folder, data/<AttemptID>/.
+	AttemptID string
+	// Now stamps manifests (default time.Now).
+	Now func() time.Time
+	// Parallel is the number of tables a rotation's full copies at once.
+	Parallel int
+}
+
+// Result reports one committed (or empty) step.
+type Result struct {
+	// Committed is false when the window held no transaction.
+	Committed bool `json:"committed"`
+	// LinkID is the committed incremental (or, for a rotation, the new full).
+	LinkID       string `json:"link_id,omitempty"`
+	Start        string `json:"start,omitempty"`
+	End          string `json:"end,omitempty"`
+	Changes      int64  `json:"changes"`
+	Transactions int64  `json:"transactions"`
+	// LogBytes is the volume of decoded log messages the window read.
+	LogBytes int64 `json:"log_bytes"`
+	// StoredBytes is what the window's chunks occupy in the store.
+	StoredBytes int64 `json:"stored_bytes"`
+	// SegmentLength is the number of incrementals in the tip segment after the step.
+	SegmentLength int `json:"segment_length"`
+	// Links is the number of links in the whole chain after the step.
+	Links int `json:"links"`
+	// Slot is the slot's health after the step.
+	Slot pgsource.SlotStatus `json:"slot"`
+	// LastCommit is the source commit time of the window's last transaction.
+	LastCommit time.Time `json:"last_commit,omitempty"`
+}
+
+func (o *Options) defaults() error {
+	if o.ChunkBytes <= 0 {
+		o.ChunkBytes = DefaultChunkBytes
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.AttemptID == "" {
+		return errors.New("producer: attempt ID is required")
+	}
+	return nil
+}
+
+// openTip loads the catalog, checks the chain can be fed from a slot, and
+// opens a capture session at the tip's end with the schema as of the tip.
+func openTip(ctx context.Context, ch *chain.Chain, o Options) (*chain.Catalog, *pgsource.Capture, error) {
+	cat, err := ch.LoadCatalog(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := chain.ValidateCatalog(cat); err != nil {
+		return nil, nil, err
+	}
+	if cat.Source.Engine != "postgres" {
+		return nil, nil, errcode.New(errcode.ConfigInvalid, "the chain's source engine is %q; this producer reads postgres", cat.Source.Engine)
+	}
+	if cat.Source.Slot == "" {
+		return nil, nil, errcode.New(errcode.SlotMissing, "the chain at %s was taken without --chain-slot, so no slot anchors its incrementals", ch.Store())
+	}
+	schema, err := ch.SchemaAt(ctx, cat, cat.Tip().ID)
+	if err != nil {
+		return nil, nil, err
+	}
+	capt, err := pgsource.OpenCapture(ctx, pgsource.CaptureOptions{
+		DSN: o.DSN, Slot: cat.Source.Slot, Publication: o.Publication, Source: cat.Source,
+	}, cat.Tip().EndPosition, schema)
+	if err != nil {
+		return nil, nil, err
+	}
+	return cat, capt, nil
+}
+
+// Window captures one window from the chain's tip and commits it as an
+// incremental. An empty window commits nothing. A retried window starts from
+// whatever tip the catalog names, so it neither drops nor repeats a
+// transaction.
+func Window(ctx context.Context, ch *chain.Chain, o Options, lim pgsource.Limits) (Result, error) {
+	if err := o.defaults(); err != nil {
+		return Result{}, err
+	}
+	cat, capt, err := openTip(ctx, ch, o)
+	if err != nil {
+		return Result{}, err
+	}
+	defer capt.Close()
+	if lim.Until == "now" {
+		if lim.Until, err = capt.CurrentPosition(ctx); err != nil {
+			return Result{}, err
+		}
+	}
+	w := newChangeWriter(ch, o.AttemptID, o.ChunkBytes)
+	win, err := capt.Next(ctx, lim, w.add(ctx))
+	if err != nil {
+		w.cleanup()
+		return Result{}, err
+	}
+	res := Result{Changes: win.Changes, Transactions: win.Transactions, LogBytes: win.Bytes, LastCommit: win.LastCommit}
+	if win.Transactions > 0 {
+		m, err := w.manifest(ctx, cat, win, o.Now())
+		if err != nil {
+			w.cleanup()
+			return Result{}, err
+		}
+		next := cat.Next()
+		if err := next.AppendIncremental(m); err != nil {
+			w.cleanup()
+			return Result{}, errcode.Wrap(errcode.ChainInvalid, err, "append incremental")
+		}
+		if err := ch.CommitCatalog(ctx, next); err != nil {
+			w.cleanup()
+			return Result{}, err
+		}
+		cat = next
+		res.Committed, res.LinkID, res.Start, res.End = true, m.ID, m.StartPosition, m.EndPosition
+		res.StoredBytes = w.stored
+		if err := capt.Confirm(ctx, m.EndPosition); err != nil {
+			return res, err
+		}
+	}
+	res.SegmentLength = len(cat.Segments[len(cat.Segments)-1].Incrementals)
+	res.Links = len(cat.Links())
+	res.Slot, err = capt.Health(ctx)
+	return res, err
+}
+
+// Rotate closes the tip segment and starts a new one: it takes a new full
+// anchored at the source's current position on a temporary slot, captures
+// the old segment's last incremental up to exactly that anchor, and commits
+// both in one catalog write that caps the old segment. A broker that skips
+// fulls therefore still sees every transaction once.
+func Rotate(ctx context.Context, ch *chain.Chain, o Options) (Result, error) {
+	if err := o.defaults(); err != nil {
+		return Result{}, err
+	}
+	cat, capt, err := openTip(ctx, ch, o)
+	if err != nil {
+		return Result{}, err
+	}
+	defer capt.Close()
+	full, cleanupFull, err := pgsource.RotationFull(ctx, ch, pgsource.FullBackupOptions{
+		DSN: o.DSN, AttemptID: o.AttemptID + "-full", Parallel: o.Parallel, Now: o.Now,
+	}, cat.Source)
+	if err != nil {
+		return Result{}, err
+	}
+	w := newChangeWriter(ch, o.AttemptID, o.ChunkBytes)
+	fail := func(err error) (Result, error) {
+		w.cleanup()
+		cleanupFull()
+		return Result{}, err
+	}
+	win, err := capt.Next(ctx, pgsource.Limits{Before: full.EndPosition}, w.add(ctx))
+	if err != nil {
+		return fail(err)
+	}
+	next := cat.Next()
+	full.Parent = cat.Tip().ID
+	res := Result{Changes: win.Changes, Transactions: win.Transactions, LogBytes: win.Bytes, LastCommit: win.LastCommit}
+	if win.Transactions > 0 {
+		last, err := w.manifest(ctx, cat, win, o.Now())
+		if err != nil {
+			return fail(err)
+		}
+		if err := next.AppendIncremental(last); err != nil {
+			return fail(errcode.Wrap(errcode.ChainInvalid, err, "append closing incremental"))
+		}
+		full.Parent = last.ID
+	}
+	if err := ch.PutManifest(ctx, full); err != nil {
+		return fail(err)
+	}
+	if err := next.Rotate(full); err != nil {
+		return fail(errcode.Wrap(errcode.ChainInvalid, err, "rotate"))
+	}
+	if err := ch.CommitCatalog(ctx, next); err != nil {
+		return fail(err)
+	}
+	res.Committed, res.LinkID, res.Start, res.End = true, full.ID, full.StartPosition, full.EndPosition
+	res.StoredBytes = w.stored
+	for _, t := range full.Tables {
+		for _, c := range t.Chunks {
+			res.StoredBytes += c.Size
+		}
+	}
+	if err := capt.Confirm(ctx, win.End); err != nil {
+		return res, err
+	}
+	res.SegmentLength = 0
+	res.Links = len(next.Links())
+	res.Slot, err = capt.Health(ctx)
+	return res, err
+}
+
+// changeWriter turns a window's changes into stored chunks.
+type changeWriter struct {
+	ch      *chain.Chain
+	attempt string
+	limit   int
+	b       *chain.ChangeBuilder
+	seq     int
+	refs    []chain.ChunkRef
+	keys    []string
+	stored  int64
+	changes int64
+}
+
+func newChangeWriter(ch *chain.Chain, attempt string, limit int) *changeWriter {
+	return &changeWriter{ch: ch, attempt: attempt, limit: limit, b: chain.NewChangeBuilder()}
+}
+
+func (w *changeWriter) add(ctx context.Context) pgsource.Sink {
+	return func(c *chain.Change) error {
+		if err := w.b.Append(c); err != nil {
+			return err
+		}
+		if w.b.RawLen() >= w.limit {
+			return w.flush(ctx)
+		}
+		return nil
+	}
+}
+
+func (w *changeWriter) flush(ctx context.Context) error {
+	if w.b.Records() == 0 {
+		return nil
+	}
+	data, err := w.b.Encode()
+	if err != nil {
+		return fmt.Errorf("encode change chunk: %w", err)
+	}
+	key := chain.DataKey(w.attempt, fmt.Sprintf("changes-%06d.chunk", w.seq))
+	w.keys = append(w.keys, key)
+	ref, err := w.ch.WriteChunk(ctx, key, data, w.b.Records(), int64(w.b.RawLen()))
+	if err != nil {
+		return err
+	}
+	w.refs = append(w.refs, ref)
+	w.stored += int64(len(data))
+	w.seq++
+	w.b.Reset()
+	return nil
+}
+
+// manifest flushes the last chunk and stores the incremental's manifest.
+func (w *changeWriter) manifest(ctx context.Context, cat *chain.Catalog, win pgsource.Window, now time.Time) (*chain.Manifest, error) {
+	if err := w.flush(ctx); err != nil {
+		return nil, err
+	}
+	tip := cat.Tip()
+	m := &chain.Manifest{
+		FormatVersion: chain.ManifestFormatVersion,
+		Kind:          chain.KindIncremental,
+		Parent:        tip.ID,
+		Source:        cat.Source,
+		StartPosition: tip.EndPosition,
+		EndPosition:   win.End,
+		CreatedAt:     now.UTC(),
+		Schema:        win.Schema,
+		Chunks:        w.refs,
+		Changes:       win.Changes,
+		Transactions:  win.Transactions,
+		ApplyIdentity: true,
+	}
+	if err := w.ch.PutManifest(ctx, m); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// cleanup deletes the chunks of a window that was not committed.
+func (w *changeWriter) cleanup() {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, k := range w.keys {
+		_ = w.ch.Store().Delete(ctx, k)
+	}
+}

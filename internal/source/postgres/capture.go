@@ -1,0 +1,514 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
+
+	"github.com/sluicehq/sluice/internal/chain"
+	"github.com/sluicehq/sluice/internal/errcode"
+)
+
+// DefaultPublication is the publication a producer creates (for all tables)
+// when none is named.
+const DefaultPublication = "sluice_all_tables"
+
+// CaptureOptions configure a capture session on a chain's slot.
+type CaptureOptions struct {
+	// DSN is the source connection string, password resolved.
+	DSN string
+	// Slot is the chain's logical replication slot.
+	Slot string
+	// Publication names the publication to read; DefaultPublication (created
+	// for all tables when missing) when empty.
+	Publication string
+	// Source is what the chain records about its source; a session against
+	// another cluster or database is refused.
+	Source chain.SourceInfo
+}
+
+// Capture reads whole source transactions from the chain's slot with
+// pgoutput (protocol 2, no streaming of in-progress transactions, so a
+// transaction arrives whole and in commit order).
+type Capture struct {
+	o     CaptureOptions
+	sql   *pgx.Conn
+	repl  *pgconn.PgConn
+	start pglogrepl.LSN
+	// safe is the position the slot may be confirmed to: everything before
+	// it is committed in the chain (or was never part of it).
+	safe pglogrepl.LSN
+	// received is the furthest position the server reported sending.
+	received  pglogrepl.LSN
+	relations map[uint32]*pglogrepl.RelationMessageV2
+	tracker   *schemaTracker
+	lastSent  time.Time
+	// spent is set once a window stopped in front of a transaction it did
+	// not deliver; the stream is no longer at a transaction boundary.
+	spent bool
+}
+
+// OpenCapture connects to the source, checks it is the chain's source,
+// ensures the publication, and starts streaming from start (the chain tip's
+// end position). schema is the chain's recorded schema as of start.
+func OpenCapture(ctx context.Context, o CaptureOptions, start string, schema *chain.Schema) (*Capture, error) {
+	if o.Publication == "" {
+		o.Publication = DefaultPublication
+	}
+	startLSN, err := pglogrepl.ParseLSN(start)
+	if err != nil {
+		return nil, errcode.Wrap(errcode.ChainInvalid, err, "chain tip position %q", start)
+	}
+	c := &Capture{o: o, start: startLSN, safe: startLSN, relations: map[uint32]*pglogrepl.RelationMessageV2{}}
+	ok := false
+	defer func() {
+		if !ok {
+			c.Close()
+		}
+	}()
+	if c.sql, err = connect(ctx, o.DSN); err != nil {
+		return nil, err
+	}
+	c.tracker = newSchemaTracker(c.sql, schema)
+	if _, err := SlotHealth(ctx, c.sql, o.Slot); err != nil {
+		return nil, err
+	}
+	if err := ensurePublication(ctx, c.sql, o.Publication); err != nil {
+		return nil, err
+	}
+	if c.repl, err = replicationConnect(ctx, o.DSN); err != nil {
+		return nil, err
+	}
+	sys, err := pglogrepl.IdentifySystem(ctx, c.repl)
+	if err != nil {
+		return nil, classify(err, "identify source system")
+	}
+	if o.Source.SystemID != "" && (sys.SystemID != o.Source.SystemID || sys.DBName != o.Source.Database) {
+		return nil, errcode.New(errcode.SourceMismatch, "the source is system %s database %q, the chain was taken from system %s database %q",
+			sys.SystemID, sys.DBName, o.Source.SystemID, o.Source.Database)
+	}
+	err = pglogrepl.StartReplication(ctx, c.repl, o.Slot, startLSN, pglogrepl.StartReplicationOptions{
+		Mode:       pglogrepl.LogicalReplication,
+		PluginArgs: []string{"proto_version '2'", "publication_names '" + o.Publication + "'", "messages 'false'", "streaming 'off'"},
+	})
+	if err != nil {
+		return nil, startError(err, o.Slot)
+	}
+	// Confirm what the chain already holds at once, so a crash between a
+	// catalog commit and its confirmation releases the WAL now.
+	if err := c.confirm(ctx); err != nil {
+		return nil, err
+	}
+	ok = true
+	return c, nil
+}
+
+func startError(err error, slot string) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch pgErr.Code {
+		case "55006": // object_in_use: another consumer holds the slot
+			return errcode.Wrap(errcode.SlotInUse, err, "replication slot %s is in use by another connection", slot)
+		case "55000": // object_not_in_prerequisite_state: invalidated
+			return errcode.Wrap(errcode.SlotInvalidated, err, "replication slot %s can no longer be read", slot)
+		case "42704":
+			if strings.Contains(pgErr.Message, "publication") {
+				return errcode.Wrap(errcode.PublicationMissing, err,
+					"the publication did not exist yet at the chain's position (it must be created before the chain slot; `sluice backup full --chain-slot` does this)")
+			}
+			return errcode.Wrap(errcode.SlotMissing, err, "replication slot %s does not exist", slot)
+		}
+	}
+	return classify(err, "start replication on slot "+slot)
+}
+
+// ensurePublication creates the default publication when it is missing; a
+// named publication must exist.
+func ensurePublication(ctx context.Context, conn *pgx.Conn, name string) error {
+	var exists bool
+	if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_publication WHERE pubname = $1)`, name).Scan(&exists); err != nil {
+		return classify(err, "look up publication "+name)
+	}
+	if exists {
+		return nil
+	}
+	if name != DefaultPublication {
+		return errcode.New(errcode.PublicationMissing, "publication %q does not exist on the source", name)
+	}
+	if _, err := conn.Exec(ctx, "CREATE PUBLICATION "+pgx.Identifier{name}.Sanitize()+" FOR ALL TABLES"); err != nil {
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == "42710" { // created concurrently
+			return nil
+		}
+		if errors.As(err, &pgErr) && pgErr.Code == "42501" {
+			return errcode.Wrap(errcode.SourcePrivileges, err, "the source role may not create publication %q FOR ALL TABLES (superuser only)", name)
+		}
+		return classify(err, "create publication "+name)
+	}
+	return nil
+}
+
+// Close ends the session.
+func (c *Capture) Close() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if c.repl != nil {
+		_ = c.repl.Close(ctx)
+	}
+	if c.sql != nil {
+		_ = c.sql.Close(ctx)
+	}
+}
+
+// Confirm marks everything before pos as safely in the chain; the slot may
+// release the WAL behind it. The position never moves backwards.
+func (c *Capture) Confirm(ctx context.Context, pos string) error {
+	lsn, err := pglogrepl.ParseLSN(pos)
+	if err != nil {
+		return fmt.Errorf("confirm position %q: %w", pos, err)
+	}
+	if lsn > c.safe {
+		c.safe = lsn
+	}
+	return c.confirm(ctx)
+}
+
+func (c *Capture) confirm(ctx context.Context) error {
+	c.lastSent = time.Now()
+	// Write is what arrived (so the server stops pinging for it); flush,
+	// which moves the slot, is only what the chain holds.
+	err := pglogrepl.SendStandbyStatusUpdate(ctx, c.repl, pglogrepl.StandbyStatusUpdate{
+		WALWritePosition: max(c.received, c.safe), WALFlushPosition: c.safe, WALApplyPosition: c.safe,
+	})
+	if err != nil {
+		return classify(err, "confirm slot position")
+	}
+	return nil
+}
+
+// Limits bound one window. A window ends only between source transactions.
+type Limits struct {
+	// Duration ends the window at the first transaction boundary after it
+	// elapsed, once the window holds a transaction.
+	Duration time.Duration
+	// Changes and Bytes end the window at the next transaction boundary
+	// once reached (0: no bound).
+	Changes int64
+	Bytes   int64
+	// Until, when set, ends the window once the stream has passed it: a
+	// one-shot incremental up to the source's position at its start.
+	Until string
+	// Before, when set, delivers only transactions whose commit record lies
+	// before it and ends the window at the first that does not (a rotation
+	// closes the old segment exactly at the new full's anchor). The capture
+	// cannot be used for another window after a Before window.
+	Before string
+	// Idle returns an empty window after this long without a transaction
+	// (0: never; the window waits for one).
+	Idle time.Duration
+	// Stop is polled between transactions (so it must be cheap); true ends
+	// the window there, with what it holds.
+	Stop func() bool
+}
+
+// Window is what one window captured.
+type Window struct {
+	// Transactions and Changes count what was delivered to the sink.
+	Transactions int64
+	Changes      int64
+	// Bytes is the volume of decoded log messages read.
+	Bytes int64
+	// End is the position after the last delivered transaction (the start
+	// position when none was).
+	End string
+	// Schema is the whole schema after the window's schema changes, or nil.
+	Schema *chain.Schema
+	// LastCommit is the commit time of the last transaction.
+	LastCommit time.Time
+}
+
+// Sink receives each change in order. The Change and its value slices are
+// only valid during the call.
+type Sink func(*chain.Change) error
+
+// Next captures one window of whole transactions into sink.
+func (c *Capture) Next(ctx context.Context, lim Limits, sink Sink) (Window, error) {
+	var until, before pglogrepl.LSN
+	if lim.Until != "" {
+		var err error
+		if until, err = pglogrepl.ParseLSN(lim.Until); err != nil {
+			return Window{}, fmt.Errorf("window bound %q: %w", lim.Until, err)
+		}
+	}
+	if lim.Before != "" {
+		var err error
+		if before, err = pglogrepl.ParseLSN(lim.Before); err != nil {
+			return Window{}, fmt.Errorf("window bound %q: %w", lim.Before, err)
+		}
+	}
+	if c.spent {
+		return Window{}, errors.New("capture session already ended at a rotation bound")
+	}
+	w := Window{End: c.start.String()}
+	end := c.start
+	began := time.Now()
+	lastTx := began
+	inTx := false
+	caughtUp := false
+	var ch chain.Change
+	var ordinal uint32
+	for {
+		if !inTx {
+			done := w.Transactions > 0 && ((lim.Duration > 0 && time.Since(began) >= lim.Duration) ||
+				(lim.Changes > 0 && w.Changes >= lim.Changes) || (lim.Bytes > 0 && w.Bytes >= lim.Bytes) ||
+				(until != 0 && end >= until))
+			if w.Transactions == 0 && lim.Idle > 0 && time.Since(lastTx) >= lim.Idle {
+				done = true
+			}
+			if lim.Stop != nil && lim.Stop() {
+				done = true
+			}
+			if caughtUp {
+				done = true
+			}
+			if done {
+				w.End = end.String()
+				c.start = end
+				w.Schema = c.tracker.schema()
+				return w, nil
+			}
+		}
+		if time.Since(c.lastSent) > 5*time.Second {
+			if err := c.confirm(ctx); err != nil {
+				return w, err
+			}
+		}
+		rctx, cancel := context.WithTimeout(ctx, time.Second)
+		msg, err := c.repl.ReceiveMessage(rctx)
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				return w, ctx.Err()
+			}
+			if pgconn.Timeout(err) {
+				continue
+			}
+			return w, classify(err, "read the replication stream")
+		}
+		switch m := msg.(type) {
+		case *pgproto3.ErrorResponse:
+			return w, startError(pgconn.ErrorResponseToPgError(m), c.o.Slot)
+		case *pgproto3.CopyData:
+			if len(m.Data) == 0 {
+				continue
+			}
+			switch m.Data[0] {
+			case pglogrepl.PrimaryKeepaliveMessageByteID:
+				ka, err := pglogrepl.ParsePrimaryKeepaliveMessage(m.Data[1:])
+				if err != nil {
+					return w, fmt.Errorf("parse keepalive: %w", err)
+				}
+				c.received = max(c.received, ka.ServerWALEnd)
+				if !inTx && w.Transactions == 0 && ka.ServerWALEnd > c.safe {
+					// Nothing is pending: every transaction before this point
+					// was delivered and committed, so the slot may move on.
+					c.safe = ka.ServerWALEnd
+				}
+				if !inTx && ((until != 0 && ka.ServerWALEnd >= until) || (before != 0 && ka.ServerWALEnd >= before)) {
+					// Everything up to the bound was decoded and delivered.
+					caughtUp = true
+				}
+				if ka.ReplyRequested {
+					if err := c.confirm(ctx); err != nil {
+						return w, err
+					}
+				}
+			case pglogrepl.XLogDataByteID:
+				xld, err := pglogrepl.ParseXLogData(m.Data[1:])
+				if err != nil {
+					return w, fmt.Errorf("parse XLogData: %w", err)
+				}
+				w.Bytes += int64(len(xld.WALData))
+				c.received = max(c.received, xld.WALStart)
+				lm, err := pglogrepl.ParseV2(xld.WALData, false)
+				if err != nil {
+					return w, fmt.Errorf("decode pgoutput message at %s: %w", xld.WALStart, err)
+				}
+				switch lm := lm.(type) {
+				case *pglogrepl.RelationMessageV2:
+					c.relations[lm.RelationID] = lm
+					def, err := c.tracker.observe(ctx, lm)
+					if err != nil {
+						return w, err
+					}
+					if def != nil && inTx {
+						ch = chain.Change{Op: chain.OpSchema, XID: ch.XID, CommitLSN: ch.CommitLSN, Ordinal: ordinal, LSN: uint64(xld.WALStart),
+							Table: def.QualifiedName(), Schema: def, Identified: true}
+						ordinal++
+						w.Changes++
+						if err := sink(&ch); err != nil {
+							return w, err
+						}
+					}
+				case *pglogrepl.BeginMessage:
+					if before != 0 && lm.FinalLSN >= before {
+						caughtUp, c.spent = true, true
+						continue
+					}
+					inTx = true
+					ordinal = 0
+					ch = chain.Change{Op: chain.OpBegin, XID: lm.Xid, CommitLSN: uint64(lm.FinalLSN), LSN: uint64(xld.WALStart),
+						CommitTime: lm.CommitTime.UnixMicro(), Identified: true}
+					if err := sink(&ch); err != nil {
+						return w, err
+					}
+				case *pglogrepl.CommitMessage:
+					ch = chain.Change{Op: chain.OpCommit, XID: ch.XID, CommitLSN: uint64(lm.CommitLSN), LSN: uint64(xld.WALStart),
+						CommitTime: lm.CommitTime.UnixMicro(), EndLSN: uint64(lm.TransactionEndLSN), Identified: true}
+					if err := sink(&ch); err != nil {
+						return w, err
+					}
+					inTx = false
+					w.Transactions++
+					end = lm.TransactionEndLSN
+					w.LastCommit = lm.CommitTime
+					lastTx = time.Now()
+				case *pglogrepl.InsertMessageV2:
+					if err := c.rowChange(&ch, chain.OpInsert, lm.RelationID, ordinal, xld.WALStart, 0, nil, lm.Tuple); err != nil {
+						return w, err
+					}
+					ordinal++
+					w.Changes++
+					if err := sink(&ch); err != nil {
+						return w, err
+					}
+				case *pglogrepl.UpdateMessageV2:
+					if err := c.rowChange(&ch, chain.OpUpdate, lm.RelationID, ordinal, xld.WALStart, lm.OldTupleType, lm.OldTuple, lm.NewTuple); err != nil {
+						return w, err
+					}
+					ordinal++
+					w.Changes++
+					if err := sink(&ch); err != nil {
+						return w, err
+					}
+				case *pglogrepl.DeleteMessageV2:
+					if err := c.rowChange(&ch, chain.OpDelete, lm.RelationID, ordinal, xld.WALStart, lm.OldTupleType, lm.OldTuple, nil); err != nil {
+						return w, err
+					}
+					ordinal++
+					w.Changes++
+					if err := sink(&ch); err != nil {
+						return w, err
+					}
+				case *pglogrepl.TruncateMessageV2:
+					tables := make([]string, 0, len(lm.RelationIDs))
+					for _, id := range lm.RelationIDs {
+						rel, ok := c.relations[id]
+						if !ok {
+							return w, fmt.Errorf("truncate of relation %d before its Relation message", id)
+						}
+						tables = append(tables, rel.Namespace+"."+rel.RelationName)
+					}
+					ch = chain.Change{Op: chain.OpTruncate, XID: ch.XID, CommitLSN: ch.CommitLSN, Ordinal: ordinal, LSN: uint64(xld.WALStart),
+						Tables: tables, TruncateFlags: lm.Option, Identified: true}
+					ordinal++
+					w.Changes++
+					if err := sink(&ch); err != nil {
+						return w, err
+					}
+				}
+			}
+		}
+	}
+}
+
+// rowChange fills ch with an insert, update or delete. Values alias the
+// message buffer until the next receive.
+func (c *Capture) rowChange(ch *chain.Change, op chain.Op, relID uint32, ordinal uint32, at pglogrepl.LSN, oldKind uint8, old, new *pglogrepl.TupleData) error {
+	rel, ok := c.relations[relID]
+	if !ok {
+		return fmt.Errorf("change to relation %d before its Relation message", relID)
+	}
+	xid, commit := ch.XID, ch.CommitLSN
+	*ch = chain.Change{Op: op, XID: xid, CommitLSN: commit, Ordinal: ordinal, LSN: uint64(at),
+		Table: rel.Namespace + "." + rel.RelationName, Identified: true}
+	if new != nil {
+		ch.New = tupleValues(ch.New[:0], new)
+	}
+	if old != nil {
+		ch.OldKind = oldKind
+		ch.Old = tupleValues(ch.Old[:0], old)
+	}
+	return nil
+}
+
+func tupleValues(dst []chain.Value, t *pglogrepl.TupleData) []chain.Value {
+	for _, col := range t.Columns {
+		switch col.DataType {
+		case pglogrepl.TupleDataTypeNull:
+			dst = append(dst, chain.Value{Kind: chain.ValueNull})
+		case pglogrepl.TupleDataTypeToast:
+			dst = append(dst, chain.Value{Kind: chain.ValueUnchanged})
+		default:
+			data := col.Data
+			if data == nil {
+				data = []byte{}
+			}
+			dst = append(dst, chain.Value{Kind: chain.ValueText, Data: data})
+		}
+	}
+	return dst
+}
+
+// SlotStatus is the health of the chain's slot as PostgreSQL reports it.
+type SlotStatus struct {
+	// WalStatus is pg_replication_slots.wal_status: reserved, extended,
+	// unreserved or lost.
+	WalStatus string `json:"wal_status"`
+	// RetainedBytes is how much WAL the slot holds back.
+	RetainedBytes int64 `json:"retained_bytes"`
+	// ConfirmedFlush is the slot's confirmed position.
+	ConfirmedFlush string `json:"confirmed_flush"`
+	// Active is true while a connection streams from the slot.
+	Active bool `json:"active"`
+}
+
+// SlotHealth reads the slot's status; a missing or invalidated slot is a
+// refusal, since only a new full and slot can recover.
+func SlotHealth(ctx context.Context, conn *pgx.Conn, slot string) (SlotStatus, error) {
+	var s SlotStatus
+	err := conn.QueryRow(ctx, `SELECT coalesce(wal_status, ''), coalesce(pg_wal_lsn_diff(pg_current_wal_lsn(), restart_lsn), 0)::bigint,
+			coalesce(confirmed_flush_lsn::text, ''), active
+		FROM pg_replication_slots WHERE slot_name = $1`, slot).Scan(&s.WalStatus, &s.RetainedBytes, &s.ConfirmedFlush, &s.Active)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return s, errcode.New(errcode.SlotMissing, "replication slot %q does not exist on the source", slot)
+	}
+	if err != nil {
+		return s, classify(err, "read slot "+slot)
+	}
+	if s.WalStatus == "lost" {
+		return s, errcode.New(errcode.SlotInvalidated, "PostgreSQL invalidated replication slot %q (wal_status lost): the WAL it needed was removed", slot)
+	}
+	return s, nil
+}
+
+// Health reads the slot's status over the capture's SQL connection.
+func (c *Capture) Health(ctx context.Context) (SlotStatus, error) {
+	return SlotHealth(ctx, c.sql, c.o.Slot)
+}
+
+// CurrentPosition returns the source's current WAL position.
+func (c *Capture) CurrentPosition(ctx context.Context) (string, error) {
+	var pos string
+	if err := c.sql.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text`).Scan(&pos); err != nil {
+		return "", classify(err, "read the source position")
+	}
+	return pos, nil
+}

@@ -1,0 +1,196 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/sluicehq/sluice/internal/chain"
+)
+
+// schemaTracker follows the source's table definitions through the log: it
+// starts from the chain's recorded schema and compares every Relation
+// message against it, so a new table or an added, dropped or retyped column
+// becomes a schema change record.
+type schemaTracker struct {
+	sql    *pgx.Conn
+	base   *chain.Schema
+	tables map[string]*chain.Table
+	types  map[[2]int64]string
+	dirty  bool
+}
+
+func newSchemaTracker(sql *pgx.Conn, s *chain.Schema) *schemaTracker {
+	st := &schemaTracker{sql: sql, base: s, tables: map[string]*chain.Table{}, types: map[[2]int64]string{}}
+	if s != nil {
+		for i := range s.Tables {
+			t := s.Tables[i]
+			st.tables[t.QualifiedName()] = &t
+		}
+	}
+	return st
+}
+
+func (st *schemaTracker) typeName(ctx context.Context, oid uint32, mod int32) (string, error) {
+	k := [2]int64{int64(oid), int64(mod)}
+	if n, ok := st.types[k]; ok {
+		return n, nil
+	}
+	var n string
+	if err := st.sql.QueryRow(ctx, `SELECT format_type($1, $2)`, oid, mod).Scan(&n); err != nil {
+		return "", classify(err, fmt.Sprintf("name type %d", oid))
+	}
+	st.types[k] = n
+	return n, nil
+}
+
+// observe compares a Relation message with the tracked definition and
+// returns the table's new definition when it changed (nil when not).
+func (st *schemaTracker) observe(ctx context.Context, rel *pglogrepl.RelationMessageV2) (*chain.Table, error) {
+	name := rel.Namespace + "." + rel.RelationName
+	cols := make([]chain.Column, len(rel.Columns))
+	for i, rc := range rel.Columns {
+		typ, err := st.typeName(ctx, rc.DataType, rc.TypeModifier)
+		if err != nil {
+			return nil, err
+		}
+		cols[i] = chain.Column{Name: rc.Name, Type: typ, TypeOID: rc.DataType, Encoding: chain.EncodingText}
+	}
+	old, known := st.tables[name]
+	if known && sameSupplied(SuppliedColumns(old), cols) {
+		return nil, nil
+	}
+	var next chain.Table
+	if !known {
+		next = chain.Table{Schema: rel.Namespace, Name: rel.RelationName, Columns: cols, ReplicaIdentity: string(rune(rel.ReplicaIdentity))}
+		var key []string
+		for i, rc := range rel.Columns {
+			if rc.Flags&1 != 0 {
+				key = append(key, cols[i].Name)
+			}
+		}
+		switch rel.ReplicaIdentity {
+		case 'd':
+			next.PrimaryKey = key
+			for _, k := range key {
+				for i := range next.Columns {
+					if next.Columns[i].Name == k {
+						next.Columns[i].NotNull = true
+					}
+				}
+			}
+		case 'i':
+			if len(key) > 0 {
+				next.Indexes = []chain.Index{{Name: rel.RelationName + "_replica_identity", Columns: key, Unique: true}}
+			}
+		}
+	} else {
+		next = evolve(old, cols)
+	}
+	st.tables[name] = &next
+	st.dirty = true
+	out := next
+	return &out, nil
+}
+
+// sameSupplied reports whether the supplied columns match by name and type.
+func sameSupplied(a, b []chain.Column) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].Name != b[i].Name || a[i].TypeOID != b[i].TypeOID || a[i].Type != b[i].Type {
+			return false
+		}
+	}
+	return true
+}
+
+// evolve applies a changed column list to a known table: columns keep their
+// order and attributes, dropped ones go, new ones are appended, a changed
+// type is replaced; keys and indexes lose references to dropped columns.
+func evolve(old *chain.Table, supplied []chain.Column) chain.Table {
+	next := *old
+	byName := map[string]chain.Column{}
+	for _, c := range supplied {
+		byName[c.Name] = c
+	}
+	next.Columns = nil
+	seen := map[string]bool{}
+	for _, c := range old.Columns {
+		if c.Generated != "" {
+			next.Columns = append(next.Columns, c)
+			continue
+		}
+		nc, ok := byName[c.Name]
+		if !ok {
+			continue // dropped
+		}
+		if nc.TypeOID != c.TypeOID || nc.Type != c.Type {
+			c.Type, c.TypeOID, c.Encoding, c.Default = nc.Type, nc.TypeOID, chain.EncodingText, ""
+		}
+		next.Columns = append(next.Columns, c)
+		seen[c.Name] = true
+	}
+	for _, c := range supplied {
+		if !seen[c.Name] {
+			next.Columns = append(next.Columns, c)
+		}
+	}
+	present := func(cols []string) bool {
+		for _, c := range cols {
+			if _, ok := byName[c]; !ok {
+				return false
+			}
+		}
+		return true
+	}
+	if !present(next.PrimaryKey) {
+		next.PrimaryKey, next.PrimaryKeyName = nil, ""
+	}
+	next.Indexes = nil
+	for _, ix := range old.Indexes {
+		if present(ix.Columns) && !ix.Expression {
+			next.Indexes = append(next.Indexes, ix)
+		}
+	}
+	return next
+}
+
+// table returns the tracked definition of a qualified table name.
+func (st *schemaTracker) table(name string) *chain.Table { return st.tables[name] }
+
+// schema returns the whole tracked schema, tables sorted, when any table
+// changed since the tracker started, and nil otherwise.
+func (st *schemaTracker) schema() *chain.Schema {
+	if !st.dirty {
+		return nil
+	}
+	out := &chain.Schema{}
+	if st.base != nil {
+		out.Enums, out.Sequences, out.Extensions = st.base.Enums, st.base.Sequences, st.base.Extensions
+		out.Schemas = append([]string(nil), st.base.Schemas...)
+	}
+	names := make([]string, 0, len(st.tables))
+	for n := range st.tables {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	seenSchema := map[string]bool{}
+	for _, s := range out.Schemas {
+		seenSchema[s] = true
+	}
+	for _, n := range names {
+		t := *st.tables[n]
+		out.Tables = append(out.Tables, t)
+		if !seenSchema[t.Schema] {
+			out.Schemas = append(out.Schemas, t.Schema)
+			seenSchema[t.Schema] = true
+		}
+	}
+	sort.Strings(out.Schemas)
+	return out
+}

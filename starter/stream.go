@@ -1,0 +1,239 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/sluicehq/sluice/activities"
+	"github.com/sluicehq/sluice/internal/blobstore"
+	"github.com/sluicehq/sluice/internal/chain"
+	"github.com/sluicehq/sluice/internal/errcode"
+	"github.com/sluicehq/sluice/workflows"
+)
+
+// producerFlags are what every producer command shares.
+type producerFlags struct {
+	src         sourceFlags
+	store       storeFlags
+	target      string
+	publication string
+}
+
+func (p *producerFlags) bind(cmd *cobra.Command) {
+	p.src.bind(cmd)
+	p.store.bind(cmd)
+	cmd.Flags().StringVar(&p.target, "target", "", "backup store URL of the chain: file:///path or s3://bucket/prefix")
+	cmd.Flags().StringVar(&p.publication, "publication", "", "publication to read (default: sluice_all_tables, created FOR ALL TABLES when missing)")
+}
+
+func (p *producerFlags) params() (activities.ProducerParams, error) {
+	ref, err := p.src.ref()
+	if err != nil {
+		return activities.ProducerParams{}, err
+	}
+	st, err := p.store.ref("--target", p.target)
+	if err != nil {
+		return activities.ProducerParams{}, err
+	}
+	return activities.ProducerParams{Store: st, Source: ref, Publication: p.publication}, nil
+}
+
+func producerID(storeURL string) string { return "producer/" + storeURL }
+
+func (c *cli) backupIncrementalCmd() *cobra.Command {
+	var pf producerFlags
+	cmd := &cobra.Command{
+		Use:   "incremental",
+		Short: "Commit one incremental: the source's changes from the chain's tip up to now",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			p, err := pf.params()
+			if err != nil {
+				return err
+			}
+			var res activities.WindowResult
+			return c.start(cmd.Context(), launch{
+				id:       "backup-incremental/" + p.Store.URL,
+				workflow: workflows.IncrementalWorkflow,
+				input:    workflows.IncrementalInput{ProducerParams: p},
+				attrs: temporal.NewSearchAttributes(
+					workflows.SearchAttrChain.ValueSet(p.Store.URL),
+					workflows.SearchAttrRole.ValueSet("backup-incremental")),
+				result: &res,
+				onSuccess: func() {
+					if !res.Committed {
+						fmt.Fprintf(c.stdout, "no new transactions since the chain's tip; nothing committed (slot retains %s)\n", humanBytes(res.Slot.RetainedBytes))
+						return
+					}
+					fmt.Fprintf(c.stdout, "incremental %s committed: %d transactions, %d changes, %s → %s, %s stored\n",
+						res.LinkID, res.Transactions, res.Changes, res.Start, res.End, humanBytes(res.StoredBytes))
+				},
+			})
+		},
+	}
+	pf.bind(cmd)
+	cmd.Flags().BoolVar(&c.detach, "detach", false, "return once the workflow has started")
+	return cmd
+}
+
+func (c *cli) backupStreamCmd() *cobra.Command {
+	stream := &cobra.Command{Use: "stream", Short: "Run, stop or inspect the continuous producer of a chain"}
+	stream.AddCommand(c.streamRunCmd(), c.streamStopCmd(), c.streamStatusCmd())
+	return stream
+}
+
+func (c *cli) streamRunCmd() *cobra.Command {
+	var pf producerFlags
+	var rollover time.Duration
+	var maxChanges, maxBytes int64
+	var rotateAt, parallel int
+	cmd := &cobra.Command{
+		Use:   "run",
+		Short: "Commit an incremental every --rollover-window until stopped",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			p, err := pf.params()
+			if err != nil {
+				return err
+			}
+			switch {
+			case rollover < 100*time.Millisecond || rollover > 24*time.Hour:
+				return usageError("--rollover-window %s: give 100ms to 24h", rollover)
+			case maxChanges < 0 || maxBytes < 0:
+				return usageError("--rollover-max-changes and --rollover-max-bytes must not be negative")
+			case rotateAt < 0:
+				return usageError("--retain-rotate-at-chain-length %d: give 0 (never) or more", rotateAt)
+			case parallel < 1 || parallel > 64:
+				return usageError("--parallel %d: give 1 to 64", parallel)
+			}
+			p.Parallel = parallel
+			in := workflows.ProducerInput{ProducerParams: p, Rollover: rollover, MaxChanges: maxChanges, MaxBytes: maxBytes, RotateAt: rotateAt}
+			var res workflows.ProducerResult
+			return c.start(cmd.Context(), launch{
+				id:       producerID(p.Store.URL),
+				workflow: workflows.ProducerWorkflow,
+				input:    in,
+				attrs: temporal.NewSearchAttributes(
+					workflows.SearchAttrChain.ValueSet(p.Store.URL),
+					workflows.SearchAttrRole.ValueSet("producer")),
+				result:   &res,
+				progress: producerProgress,
+				onSuccess: func() {
+					fmt.Fprintf(c.stdout, "producer stopped: %d links, %d windows, %d transactions, last link %s\n",
+						res.Status.Links, res.Status.Windows, res.Status.Transactions, res.Status.LastLink)
+				},
+			})
+		},
+	}
+	pf.bind(cmd)
+	cmd.Flags().DurationVar(&rollover, "rollover-window", 10*time.Second, "commit an incremental this often (at the first transaction boundary after it)")
+	cmd.Flags().Int64Var(&maxChanges, "rollover-max-changes", 1_000_000, "also commit once a window holds this many changes (0: no bound)")
+	cmd.Flags().Int64Var(&maxBytes, "rollover-max-bytes", 512<<20, "also commit once a window read this many bytes of log (0: no bound)")
+	cmd.Flags().IntVar(&rotateAt, "retain-rotate-at-chain-length", 0, "rotate into a new segment (a new full) after this many incrementals (0: never)")
+	cmd.Flags().IntVar(&parallel, "parallel", 2, "tables a rotation's full copies at once")
+	cmd.Flags().BoolVar(&c.detach, "detach", false, "return once the workflow has started")
+	return cmd
+}
+
+func producerProgress(ctx context.Context, cl client.Client, id, runID string) string {
+	var st workflows.ProducerStatus
+	if !queryStatus(ctx, cl, id, runID, &st) {
+		return ""
+	}
+	line := fmt.Sprintf("%s: %d links (%d in segment), %d transactions, %d changes, slot retains %s (%s)",
+		st.Phase, st.Links, st.SegmentLength, st.Transactions, st.Changes, humanBytes(st.SlotRetained), st.SlotWalStatus)
+	if st.LastError != "" {
+		line += "; last error: " + st.LastError
+	}
+	return line
+}
+
+func (c *cli) streamStopCmd() *cobra.Command {
+	var store storeFlags
+	var target, reason string
+	cmd := &cobra.Command{
+		Use:   "stop",
+		Short: "Ask the chain's producer to stop after its current window (works from any host that reaches the store)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			st, err := store.ref("--target", target)
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			bs, err := blobstore.Open(ctx, st.URL, blobstore.Options{Endpoint: st.Endpoint, Region: st.Region, PathStyle: st.PathStyle})
+			if err != nil {
+				return errcode.Wrap(errcode.ConfigInvalid, err, "open backup store %s", st.URL)
+			}
+			host, _ := os.Hostname()
+			if err := chain.Open(bs).PutStopMarker(ctx, chain.RoleProducer, "", chain.StopMarker{RequestedAt: time.Now(), By: host, Reason: reason}); err != nil {
+				return err
+			}
+			fmt.Fprintf(c.stdout, "stop marker written to %s; the producer ends after its current window\n", st.URL)
+			// Also signal the workflow when Temporal is reachable: it then
+			// stops even a window that is waiting for changes.
+			cl, err := c.temporal.Dial(ctx, nil)
+			if err != nil {
+				return nil
+			}
+			defer cl.Close()
+			if err := cl.SignalWorkflow(ctx, producerID(st.URL), "", workflows.SignalStop, nil); err != nil {
+				var nf *serviceerror.NotFound
+				if !errors.As(err, &nf) {
+					fmt.Fprintf(c.stderr, "warning: could not signal %s: %v\n", producerID(st.URL), err)
+				}
+			}
+			return nil
+		},
+	}
+	store.bind(cmd)
+	cmd.Flags().StringVar(&target, "target", "", "backup store URL of the chain")
+	cmd.Flags().StringVar(&reason, "reason", "", "free text recorded in the stop marker")
+	return cmd
+}
+
+func (c *cli) streamStatusCmd() *cobra.Command {
+	var target string
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "Show the running producer's position, counts, slot health and last error",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			url, err := normalizeStoreURL("--target", target)
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			cl, err := c.temporal.Dial(ctx, nil)
+			if err != nil {
+				return err
+			}
+			defer cl.Close()
+			var st workflows.ProducerStatus
+			res, err := cl.QueryWorkflow(ctx, producerID(url), "", workflows.QueryStatus)
+			if err != nil {
+				var nf *serviceerror.NotFound
+				if errors.As(err, &nf) {
+					return errcode.New(errcode.NotRunning, "no producer workflow %s", producerID(url))
+				}
+				return errcode.Wrap(errcode.TemporalUnreachable, err, "query %s", producerID(url))
+			}
+			if err := res.Get(&st); err != nil {
+				return fmt.Errorf("decode status: %w", err)
+			}
+			return c.printStatus(st, asJSON)
+		},
+	}
+	cmd.Flags().StringVar(&target, "target", "", "backup store URL of the chain")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the status as JSON")
+	return cmd
+}

@@ -1,0 +1,240 @@
+package workflows
+
+import (
+	"errors"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/sluicehq/sluice/activities"
+	"github.com/sluicehq/sluice/internal/producer"
+)
+
+// SignalStop is the name of the signal that ends a loop between units of work.
+const SignalStop = "stop"
+
+// ProducerInput starts a ProducerWorkflow.
+type ProducerInput struct {
+	activities.ProducerParams
+	// Rollover, MaxChanges and MaxBytes bound each window.
+	Rollover   time.Duration `json:"rollover"`
+	MaxChanges int64         `json:"max_changes,omitempty"`
+	MaxBytes   int64         `json:"max_bytes,omitempty"`
+	// RotateAt rotates into a new segment once the tip segment holds this
+	// many incrementals (0: never).
+	RotateAt int `json:"rotate_at,omitempty"`
+	// Carried over continue-as-new.
+	State ProducerStatus `json:"state,omitempty"`
+}
+
+// ProducerStatus is what the producer's status query returns.
+type ProducerStatus struct {
+	Phase         string    `json:"phase"`
+	StartedAt     time.Time `json:"started_at"`
+	LastLink      string    `json:"last_link,omitempty"`
+	LastEnd       string    `json:"last_end,omitempty"`
+	Links         int       `json:"links"`
+	SegmentLength int       `json:"segment_length"`
+	Windows       int64     `json:"windows"`
+	Rotations     int64     `json:"rotations"`
+	Changes       int64     `json:"changes"`
+	Transactions  int64     `json:"transactions"`
+	// LastCommit is the source commit time of the newest captured transaction.
+	LastCommit time.Time `json:"last_commit,omitempty"`
+	// LastWindowAt is when the newest window ended (workflow time).
+	LastWindowAt time.Time `json:"last_window_at,omitempty"`
+	// CaptureLag is the time between the newest captured commit and the end
+	// of the window that captured it.
+	CaptureLag       time.Duration `json:"capture_lag"`
+	SlotRetained     int64         `json:"slot_retained_bytes"`
+	SlotWalStatus    string        `json:"slot_wal_status,omitempty"`
+	LastError        string        `json:"last_error,omitempty"`
+	StopRequested    bool          `json:"stop_requested,omitempty"`
+	ContinuedAsNewAt int64         `json:"continued_as_new,omitempty"`
+}
+
+// ProducerResult is how a producer run ended.
+type ProducerResult struct {
+	Status ProducerStatus `json:"status"`
+}
+
+func windowActivity(ctx workflow.Context) workflow.Context {
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 24 * time.Hour,
+		HeartbeatTimeout:    time.Minute,
+		Summary:             "capture and commit one window",
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval:    time.Second,
+			BackoffCoefficient: 2,
+			MaximumInterval:    30 * time.Second,
+			MaximumAttempts:    3,
+		},
+	})
+}
+
+// idleWindow is how long a window waits for a transaction before it returns
+// empty; a quiet chain then costs one activity per idleWindow of history.
+const idleWindow = 5 * time.Minute
+
+// ProducerWorkflow keeps a chain fed: one activity per window, rotation into
+// a new segment as a child workflow, stop by signal or store marker,
+// continue-as-new when the history grows. Refusals end it; other failures are
+// recorded in the status and retried with backoff.
+func ProducerWorkflow(ctx workflow.Context, in ProducerInput) (ProducerResult, error) {
+	st := in.State
+	if st.StartedAt.IsZero() {
+		st.StartedAt = workflow.Now(ctx)
+	}
+	st.Phase = "capturing"
+	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (ProducerStatus, error) { return st, nil }); err != nil {
+		return ProducerResult{}, err
+	}
+	stopCh := workflow.GetSignalChannel(ctx, SignalStop)
+	drainStop := func() {
+		for stopCh.ReceiveAsync(nil) {
+			st.StopRequested = true
+		}
+	}
+	failures := 0
+	for {
+		drainStop()
+		if st.StopRequested {
+			st.Phase = "stopped"
+			return ProducerResult{Status: st}, nil
+		}
+		if workflow.GetInfo(ctx).GetContinueAsNewSuggested() {
+			in.State = st
+			in.State.ContinuedAsNewAt++
+			return ProducerResult{}, workflow.NewContinueAsNewError(ctx, ProducerWorkflow, in)
+		}
+
+		wctx, cancel := workflow.WithCancel(ctx)
+		var res activities.WindowResult
+		fut := workflow.ExecuteActivity(windowActivity(wctx), a.CaptureWindow, activities.WindowParams{
+			ProducerParams: in.ProducerParams, Rollover: in.Rollover, MaxChanges: in.MaxChanges, MaxBytes: in.MaxBytes,
+			Idle: idleWindow, StopAfter: st.StartedAt,
+		})
+		// A stop signal asks the running window to end at its next
+		// transaction boundary through the store marker; the activity
+		// sees it within seconds and commits what it holds.
+		sel := workflow.NewSelector(ctx)
+		var err error
+		done := false
+		sel.AddFuture(fut, func(f workflow.Future) { err = f.Get(ctx, &res); done = true })
+		sel.AddReceive(stopCh, func(c workflow.ReceiveChannel, _ bool) {
+			c.Receive(ctx, nil)
+			st.StopRequested = true
+		})
+		for !done {
+			sel.Select(ctx)
+			if st.StopRequested && !done {
+				st.Phase = "stopping"
+				if serr := workflow.ExecuteActivity(shortActivity(ctx, "write the stop marker"), a.RequestProducerStop, in.Store).Get(ctx, nil); serr != nil {
+					cancel()
+				}
+				// Wait for the window to return; more stop signals change nothing.
+				for !done {
+					sel.Select(ctx)
+				}
+			}
+		}
+		cancel()
+		if err != nil {
+			var app *temporal.ApplicationError
+			if errors.As(err, &app) && app.NonRetryable() {
+				st.Phase, st.LastError = "refused", err.Error()
+				return ProducerResult{Status: st}, err
+			}
+			var canceled *temporal.CanceledError
+			if errors.As(err, &canceled) {
+				return ProducerResult{Status: st}, err
+			}
+			failures++
+			st.Phase, st.LastError = "retrying", err.Error()
+			backoff := time.Duration(1<<min(failures, 6)) * time.Second
+			if serr := workflow.Sleep(ctx, backoff); serr != nil {
+				return ProducerResult{Status: st}, serr
+			}
+			continue
+		}
+		failures = 0
+		st.Phase, st.LastError = "capturing", ""
+		st.record(res.Result, workflow.Now(ctx))
+		if res.Stopped {
+			st.StopRequested = true
+			continue
+		}
+		if in.RotateAt > 0 && res.SegmentLength >= in.RotateAt {
+			st.Phase = "rotating"
+			var rot producer.Result
+			cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
+				WorkflowID: workflow.GetInfo(ctx).WorkflowExecution.ID + "/rotate-" + itoa(st.Rotations+1) + "-" + workflow.GetInfo(ctx).WorkflowExecution.RunID[:8],
+			})
+			if err := workflow.ExecuteChildWorkflow(cctx, RotateWorkflow, in.ProducerParams).Get(ctx, &rot); err != nil {
+				var app *temporal.ApplicationError
+				if errors.As(err, &app) && app.NonRetryable() {
+					st.Phase, st.LastError = "refused", err.Error()
+					return ProducerResult{Status: st}, err
+				}
+				st.Phase, st.LastError = "retrying", err.Error()
+				continue
+			}
+			st.Rotations++
+			st.record(rot, workflow.Now(ctx))
+			st.Phase = "capturing"
+		}
+	}
+}
+
+func (st *ProducerStatus) record(r producer.Result, now time.Time) {
+	st.Windows++
+	st.Changes += r.Changes
+	st.Transactions += r.Transactions
+	if r.Committed {
+		st.LastLink, st.LastEnd = r.LinkID, r.End
+	}
+	if r.Links > 0 {
+		st.Links, st.SegmentLength = r.Links, r.SegmentLength
+	}
+	if !r.LastCommit.IsZero() {
+		st.LastCommit = r.LastCommit
+		st.CaptureLag = now.Sub(r.LastCommit)
+	}
+	st.LastWindowAt = now
+	st.SlotRetained, st.SlotWalStatus = r.Slot.RetainedBytes, r.Slot.WalStatus
+}
+
+func itoa(n int64) string {
+	if n == 0 {
+		return "0"
+	}
+	var b []byte
+	for n > 0 {
+		b = append([]byte{byte('0' + n%10)}, b...)
+		n /= 10
+	}
+	return string(b)
+}
+
+// RotateWorkflow closes the chain's tip segment and starts a new one with a
+// fresh full, as the producer's child.
+func RotateWorkflow(ctx workflow.Context, p activities.ProducerParams) (producer.Result, error) {
+	var res producer.Result
+	err := workflow.ExecuteActivity(longActivity(ctx, "new full and closing incremental", 3), a.RotateSegment, p).Get(ctx, &res)
+	return res, err
+}
+
+// IncrementalInput starts an IncrementalWorkflow.
+type IncrementalInput struct {
+	activities.ProducerParams
+}
+
+// IncrementalWorkflow commits one incremental from the chain's tip up to the
+// source's position at its start (`sluice backup incremental`).
+func IncrementalWorkflow(ctx workflow.Context, in IncrementalInput) (activities.WindowResult, error) {
+	var res activities.WindowResult
+	err := workflow.ExecuteActivity(longActivity(ctx, "capture up to the source's current position", 3), a.CaptureWindow,
+		activities.WindowParams{ProducerParams: in.ProducerParams, UpToNow: true, Idle: time.Minute}).Get(ctx, &res)
+	return res, err
+}
