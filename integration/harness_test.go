@@ -37,7 +37,13 @@ type harness struct {
 	taskQueue string
 	temporal  string
 	workerLog *lockedBuffer
-	worker    *exec.Cmd
+	worker    *workerProc
+}
+
+// workerProc is one sluice-worker process.
+type workerProc struct {
+	cmd *exec.Cmd
+	log *lockedBuffer
 }
 
 type lockedBuffer struct {
@@ -135,38 +141,61 @@ func (hh *harness) env() []string {
 }
 
 func (hh *harness) startWorker() error {
-	admin := freePort()
-	cmd := exec.Command(filepath.Join(hh.bin, "sluice-worker"), "--admin-addr", admin)
-	cmd.Env = append(hh.env(), sourcePasswordEnv+"="+sourcePassword)
-	hh.workerLog = &lockedBuffer{}
-	cmd.Stdout, cmd.Stderr = hh.workerLog, hh.workerLog
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("start worker: %w", err)
+	w, err := startWorkerProc(hh.taskQueue, &lockedBuffer{})
+	if err != nil {
+		return err
 	}
-	hh.worker = cmd
+	hh.worker, hh.workerLog = w, w.log
+	return nil
+}
+
+// startWorkerProc starts a worker polling taskQueue, logging into log, and
+// waits until it is ready.
+func startWorkerProc(taskQueue string, log *lockedBuffer) (*workerProc, error) {
+	admin := freePort()
+	cmd := exec.Command(filepath.Join(h.bin, "sluice-worker"), "--admin-addr", admin, "--task-queue", taskQueue)
+	cmd.Env = append(h.env(), sourcePasswordEnv+"="+sourcePassword)
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start worker: %w", err)
+	}
+	w := &workerProc{cmd: cmd, log: log}
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
 		if resp, err := httpGet("http://" + admin + "/readyz"); err == nil && resp == 200 {
-			return nil
+			return w, nil
 		}
-		time.Sleep(200 * time.Millisecond)
+		time.Sleep(100 * time.Millisecond)
 	}
-	return fmt.Errorf("worker did not become ready:\n%s", hh.workerLog.String())
+	w.kill()
+	return nil, fmt.Errorf("worker did not become ready:\n%s", log.String())
 }
 
-func (hh *harness) stopWorker() {
-	if hh.worker == nil || hh.worker.Process == nil {
+// kill ends the worker with SIGKILL, as a crash would.
+func (w *workerProc) kill() {
+	if w == nil || w.cmd.Process == nil {
 		return
 	}
-	_ = hh.worker.Process.Signal(os.Interrupt)
+	_ = w.cmd.Process.Kill()
+	_ = w.cmd.Wait()
+}
+
+// stop ends the worker gracefully.
+func (w *workerProc) stop() {
+	if w == nil || w.cmd.Process == nil {
+		return
+	}
+	_ = w.cmd.Process.Signal(os.Interrupt)
 	done := make(chan struct{})
-	go func() { _ = hh.worker.Wait(); close(done) }()
+	go func() { _ = w.cmd.Wait(); close(done) }()
 	select {
 	case <-done:
 	case <-time.After(15 * time.Second):
-		_ = hh.worker.Process.Kill()
+		_ = w.cmd.Process.Kill()
 	}
 }
+
+func (hh *harness) stopWorker() { hh.worker.stop() }
 
 // result is how one sluice command ended.
 type result struct {

@@ -84,3 +84,18 @@ func TestInterruptCancelsTheRun(t *testing.T) {
 	// The same command runs again to completion.
 	mustSluice(t, "backup", "full", "--source", testenv.DSN(src), "--target", "file://"+dir)
 }
+
+// waitWorkflowEnd waits for the latest run of a workflow to close.
+func waitWorkflowEnd(t *testing.T, id string, within time.Duration) {
+	t.Helper()
+	cl, err := client.Dial(client.Options{HostPort: h.temporal})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), within)
+	defer cancel()
+	if err := cl.GetWorkflow(ctx, id, "").Get(ctx, nil); err != nil {
+		t.Fatalf("workflow %s: %v", id, err)
+	}
+}

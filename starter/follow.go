@@ -45,11 +45,11 @@ func (c *cli) start(ctx context.Context, l launch) error {
 	}
 	defer cl.Close()
 	opts := client.StartWorkflowOptions{
-		ID:                       l.id,
-		TaskQueue:                c.temporal.TaskQueue,
-		WorkflowIDReusePolicy:    0,
-		WorkflowIDConflictPolicy: 0,
-		TypedSearchAttributes:    l.attrs,
+		ID:        l.id,
+		TaskQueue: c.temporal.TaskQueue,
+		// A second run of the same work is refused, never silently joined.
+		WorkflowExecutionErrorWhenAlreadyStarted: true,
+		TypedSearchAttributes:                    l.attrs,
 	}
 	run, err := cl.ExecuteWorkflow(ctx, opts, l.workflow, l.input)
 	if err != nil && isSearchAttributeError(err) {

@@ -62,8 +62,10 @@ type ProducerResult struct {
 func windowActivity(ctx workflow.Context) workflow.Context {
 	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: 24 * time.Hour,
-		HeartbeatTimeout:    time.Minute,
-		Summary:             "capture and commit one window",
+		// Windows heartbeat every second; a worker that died is noticed
+		// within this and its window retried on another.
+		HeartbeatTimeout: 10 * time.Second,
+		Summary:          "capture and commit one window",
 		RetryPolicy: &temporal.RetryPolicy{
 			InitialInterval:    time.Second,
 			BackoffCoefficient: 2,

@@ -1,0 +1,331 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"math/rand"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/blobstore"
+	"github.com/sluicehq/sluice/internal/chain"
+	"github.com/sluicehq/sluice/internal/testenv"
+)
+
+// chainAudit reads every incremental of a chain and checks that each holds
+// whole source transactions and that no transaction appears twice anywhere
+// in the chain (by apply identity). It returns the transactions seen.
+func chainAudit(t *testing.T, chainURL string) (transactions int, segments int) {
+	t.Helper()
+	ctx := context.Background()
+	bs, err := blobstore.Open(ctx, chainURL, blobstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch := chain.Open(bs)
+	cat, err := ch.LoadCatalog(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.Verify(ctx, cat, ""); err != nil {
+		t.Fatalf("chain does not verify: %v", err)
+	}
+	seen := map[[2]uint64]string{}
+	for _, l := range cat.Links() {
+		if l.Kind != chain.KindIncremental {
+			continue
+		}
+		m, err := ch.GetManifest(ctx, l.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		inTx := false
+		var cur [2]uint64
+		var txs, changes int64
+		for _, ref := range m.Chunks {
+			it, err := ch.ReadChangeChunk(ctx, ref)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for it.Next() {
+				c := it.Change()
+				switch c.Op {
+				case chain.OpBegin:
+					if inTx {
+						t.Fatalf("incremental %s: begin inside a transaction", l.ID)
+					}
+					inTx = true
+					cur = [2]uint64{uint64(c.XID), c.CommitLSN}
+					if prev, dup := seen[cur]; dup {
+						t.Fatalf("transaction xid %d commit %X appears in incremental %s and again in %s", c.XID, c.CommitLSN, prev, l.ID)
+					}
+					seen[cur] = l.ID
+				case chain.OpCommit:
+					if !inTx {
+						t.Fatalf("incremental %s: commit outside a transaction", l.ID)
+					}
+					inTx = false
+					txs++
+				default:
+					if !inTx {
+						t.Fatalf("incremental %s: change outside a transaction", l.ID)
+					}
+					if !c.Identified {
+						t.Fatalf("incremental %s: change without identity", l.ID)
+					}
+					changes++
+				}
+			}
+			if it.Err() != nil {
+				t.Fatal(it.Err())
+			}
+		}
+		if inTx {
+			t.Fatalf("incremental %s ends inside a source transaction", l.ID)
+		}
+		if txs != m.Transactions || changes != m.Changes {
+			t.Fatalf("incremental %s: decoded %d transactions / %d changes, manifest says %d / %d", l.ID, txs, changes, m.Transactions, m.Changes)
+		}
+	}
+	return len(seen), len(cat.Segments)
+}
+
+// waitCaughtUp waits until the chain's slot has confirmed the source's
+// current position: every transaction so far is committed in the chain.
+func waitCaughtUp(t *testing.T, db string, within time.Duration) {
+	t.Helper()
+	var target string
+	if err := queryString(db, `SELECT pg_current_wal_lsn()::text`, &target); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(within)
+	for time.Now().Before(deadline) {
+		var ok bool
+		if err := queryBool(db, `SELECT coalesce(bool_and(confirmed_flush_lsn >= $1::pg_lsn), false) FROM pg_replication_slots WHERE database = current_database() AND slot_name LIKE 'sluice\_%' AND slot_type = 'logical' AND NOT temporary`, &ok, target); err == nil && ok {
+			return
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	t.Fatalf("the producer did not catch up to %s within %s", target, within)
+}
+
+// streamScenario runs the producer on a live workload (with rotation every
+// five links), optionally killing the worker at random moments, then stops
+// it, restores the chain into a fresh database and compares.
+func streamScenario(t *testing.T, kills int) {
+	src := testenv.CreateDB(t, "src")
+	testenv.Exec(t, src, workloadSchema)
+	chainURL := "file://" + filepath.Join(t.TempDir(), "chain")
+	queue := fmt.Sprintf("%s-%s", h.taskQueue, strings.ToLower(t.Name()))
+	wlog := &lockedBuffer{}
+	worker, err := startWorkerProc(queue, wlog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { worker.stop() }()
+	defer func() {
+		if t.Failed() {
+			t.Logf("worker log:\n%s", tail(wlog.String(), 8192))
+		}
+	}()
+	q := []string{"--task-queue", queue}
+	mustSluice(t, append(q, "backup", "full", "--source", testenv.DSN(src), "--target", chainURL, "--chain-slot")...)
+	mustSluice(t, append(q, "backup", "stream", "run", "--source", testenv.DSN(src), "--target", chainURL,
+		"--rollover-window", "1s", "--retain-rotate-at-chain-length", "5", "--detach")...)
+
+	wl := &workload{db: src, steps: 300, bigTx: 100_000, pause: 15 * time.Millisecond}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	wlErr := make(chan error, 1)
+	go func() { wlErr <- wl.run(ctx, t) }()
+
+	rng := rand.New(rand.NewSource(time.Now().UnixNano()))
+	for i := 0; i < kills; i++ {
+		time.Sleep(time.Duration(300+rng.Intn(1700)) * time.Millisecond)
+		worker.kill()
+		t.Logf("kill %d: worker killed at workload step %d", i+1, wl.progress())
+		if worker, err = startWorkerProc(queue, wlog); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := <-wlErr; err != nil {
+		t.Fatal(err)
+	}
+	waitCaughtUp(t, src, 3*time.Minute)
+	mustSluice(t, append(q, "backup", "stream", "stop", "--target", chainURL)...)
+	waitWorkflowEnd(t, "producer/"+chainURL, time.Minute)
+
+	txs, segments := chainAudit(t, chainURL)
+	if segments < 2 {
+		t.Errorf("the chain never rotated (%d segment)", segments)
+	}
+	t.Logf("chain: %d transactions in %d segments", txs, segments)
+
+	dst := testenv.CreateDB(t, "dst")
+	mustSluice(t, append(q, "restore", "--backup-target", chainURL, "--target", testenv.DSN(dst))...)
+	requireSameRows(t, src, dst)
+}
+
+func TestStreamUnderWorkloadRestoresEqual(t *testing.T) { streamScenario(t, 0) }
+
+func TestStreamSurvivesWorkerKills(t *testing.T) { streamScenario(t, 10) }
+
+func TestWindowNeverSplitsATransaction(t *testing.T) {
+	src := testenv.CreateDB(t, "src")
+	testenv.Exec(t, src, `CREATE TABLE t (id int PRIMARY KEY, v text)`)
+	chainURL := fileChain(t)
+	mustSluice(t, "backup", "full", "--source", testenv.DSN(src), "--target", chainURL, "--chain-slot")
+	testenv.Exec(t, src, `INSERT INTO t SELECT i, 'x' FROM generate_series(1, 500000) i`)
+	testenv.Exec(t, src, `INSERT INTO t VALUES (0, 'after')`)
+	// Bounds far below the transaction's size still end the window only
+	// after its commit.
+	mustSluice(t, "backup", "stream", "run", "--source", testenv.DSN(src), "--target", chainURL,
+		"--rollover-window", "100ms", "--rollover-max-changes", "1000", "--rollover-max-bytes", "65536", "--detach")
+	waitCaughtUp(t, src, 2*time.Minute)
+	mustSluice(t, "backup", "stream", "stop", "--target", chainURL)
+	waitWorkflowEnd(t, "producer/"+chainURL, time.Minute)
+	txs, _ := chainAudit(t, chainURL)
+	if txs != 2 {
+		t.Fatalf("want the two transactions, whole, got %d", txs)
+	}
+}
+
+func TestProducerRefusals(t *testing.T) {
+	src := testenv.CreateDB(t, "src")
+	testenv.Exec(t, src, `CREATE TABLE t (id int PRIMARY KEY)`)
+	chainURL := fileChain(t)
+	mustSluice(t, "backup", "full", "--source", testenv.DSN(src), "--target", chainURL, "--chain-slot")
+
+	t.Run("chain of another source", func(t *testing.T) {
+		other := testenv.CreateDB(t, "other")
+		r := sluice(t, "backup", "incremental", "--source", testenv.DSN(other), "--target", chainURL)
+		if r.exit != 3 || !strings.Contains(r.stderr, "SLUICE-E-SOURCE-MISMATCH") {
+			t.Fatalf("want SLUICE-E-SOURCE-MISMATCH exit 3, got %s", r)
+		}
+	})
+	t.Run("second producer", func(t *testing.T) {
+		mustSluice(t, "backup", "stream", "run", "--source", testenv.DSN(src), "--target", chainURL, "--rollover-window", "1s", "--detach")
+		defer func() {
+			mustSluice(t, "backup", "stream", "stop", "--target", chainURL)
+			waitWorkflowEnd(t, "producer/"+chainURL, time.Minute)
+		}()
+		waitSlotActive(t, src, true)
+		r := sluice(t, "backup", "incremental", "--source", testenv.DSN(src), "--target", chainURL)
+		if r.exit != 3 || !strings.Contains(r.stderr, "SLUICE-E-SLOT-IN-USE") {
+			t.Fatalf("want SLUICE-E-SLOT-IN-USE exit 3, got %s", r)
+		}
+		r = sluice(t, "backup", "stream", "run", "--source", testenv.DSN(src), "--target", chainURL, "--detach")
+		if r.exit != 3 || !strings.Contains(r.stderr, "SLUICE-E-ALREADY-RUNNING") {
+			t.Fatalf("want SLUICE-E-ALREADY-RUNNING exit 3, got %s", r)
+		}
+	})
+	t.Run("missing publication privilege", func(t *testing.T) {
+		db := testenv.CreateDB(t, "nopub")
+		testenv.Exec(t, db, `CREATE TABLE t (id int PRIMARY KEY);
+			DO $$ BEGIN
+			  IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'sluice_it_repl') THEN
+			    CREATE ROLE sluice_it_repl LOGIN REPLICATION;
+			  END IF;
+			END $$;
+			GRANT SELECT ON t TO sluice_it_repl;`)
+		t.Cleanup(func() { testenv.Exec(t, db, `DROP OWNED BY sluice_it_repl`) })
+		dsn := strings.Replace(testenv.DSN(db), "postgres@", "sluice_it_repl@", 1)
+		r := sluice(t, "backup", "full", "--source", dsn, "--target", fileChain(t), "--chain-slot")
+		if r.exit != 3 || !strings.Contains(r.stderr, "SLUICE-E-SOURCE-PRIVILEGES") || !strings.Contains(r.stderr, "publication") {
+			t.Fatalf("want SLUICE-E-SOURCE-PRIVILEGES about the publication, exit 3; got %s", r)
+		}
+	})
+	t.Run("named publication missing", func(t *testing.T) {
+		r := sluice(t, "backup", "incremental", "--source", testenv.DSN(src), "--target", chainURL, "--publication", "no_such_pub")
+		if r.exit != 3 || !strings.Contains(r.stderr, "SLUICE-E-PUBLICATION-MISSING") {
+			t.Fatalf("want SLUICE-E-PUBLICATION-MISSING exit 3, got %s", r)
+		}
+	})
+	t.Run("chain without a slot", func(t *testing.T) {
+		plain := fileChain(t)
+		mustSluice(t, "backup", "full", "--source", testenv.DSN(src), "--target", plain)
+		r := sluice(t, "backup", "incremental", "--source", testenv.DSN(src), "--target", plain)
+		if r.exit != 3 || !strings.Contains(r.stderr, "SLUICE-E-SLOT-MISSING") {
+			t.Fatalf("want SLUICE-E-SLOT-MISSING exit 3, got %s", r)
+		}
+	})
+}
+
+func waitSlotActive(t *testing.T, db string, active bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		var ok bool
+		if err := queryBool(db, `SELECT coalesce(bool_or(active), false) = $1 FROM pg_replication_slots WHERE database = current_database() AND NOT temporary`, &ok, active); err == nil && ok {
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Fatalf("slot of %s never became active=%t", db, active)
+}
+
+func queryString(db, sql string, out *string, args ...any) error {
+	conn, err := pgxConnect(db)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	return conn.QueryRow(context.Background(), sql, args...).Scan(out)
+}
+
+func queryBool(db, sql string, out *bool, args ...any) error {
+	conn, err := pgxConnect(db)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	return conn.QueryRow(context.Background(), sql, args...).Scan(out)
+}
+
+func TestInvalidatedSlotRefused(t *testing.T) {
+	src := testenv.CreateDB(t, "src")
+	testenv.Exec(t, src, `CREATE TABLE t (id int PRIMARY KEY, v text)`)
+	chainURL := fileChain(t)
+	mustSluice(t, "backup", "full", "--source", testenv.DSN(src), "--target", chainURL, "--chain-slot")
+
+	// Let PostgreSQL keep almost no WAL for slots, then write well past it:
+	// the next checkpoint invalidates the idle chain slot.
+	testenv.Exec(t, "postgres", `ALTER SYSTEM SET max_slot_wal_keep_size = '1MB'`)
+	testenv.Exec(t, "postgres", `SELECT pg_reload_conf()`)
+	t.Cleanup(func() {
+		testenv.Exec(t, "postgres", `ALTER SYSTEM RESET max_slot_wal_keep_size`)
+		testenv.Exec(t, "postgres", `SELECT pg_reload_conf()`)
+	})
+	deadline := time.Now().Add(time.Minute)
+	for {
+		testenv.Exec(t, src, `INSERT INTO t SELECT i, repeat('w', 200) FROM generate_series(1, 50000) i ON CONFLICT (id) DO UPDATE SET v = EXCLUDED.v || '.'`)
+		testenv.Exec(t, src, `SELECT pg_switch_wal()`)
+		testenv.Exec(t, src, `CHECKPOINT`)
+		var lost bool
+		if err := queryBool(src, `SELECT coalesce(bool_or(wal_status = 'lost'), false) FROM pg_replication_slots WHERE database = current_database()`, &lost); err != nil {
+			t.Fatal(err)
+		}
+		if lost {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("PostgreSQL did not invalidate the slot")
+		}
+	}
+	for _, args := range [][]string{
+		{"backup", "incremental", "--source", testenv.DSN(src), "--target", chainURL},
+		{"backup", "stream", "run", "--source", testenv.DSN(src), "--target", chainURL, "--rollover-window", "1s"},
+	} {
+		start := time.Now()
+		r := sluice(t, args...)
+		if r.exit != 3 || !strings.Contains(r.stderr, "SLUICE-E-SLOT-INVALIDATED") || !strings.Contains(r.stderr, "new full") {
+			t.Fatalf("sluice %s: want SLUICE-E-SLOT-INVALIDATED exit 3 with its hint, got %s", args[1], r)
+		}
+		// A refusal ends the run at once: no retry loop into the same refusal.
+		if time.Since(start) > 30*time.Second {
+			t.Errorf("sluice %s took %s to refuse", args[1], time.Since(start))
+		}
+	}
+}
