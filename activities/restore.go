@@ -14,14 +14,21 @@ import (
 // PlanRestoreParams are the inputs of PlanRestore.
 type PlanRestoreParams struct {
 	Store StoreRef `json:"store"`
+	// Through names the last link to restore; the chain's tip when empty.
+	Through string `json:"through,omitempty"`
 }
 
-// RestorePlan names the full to restore and its tables, largest first.
+// RestorePlan names the full to restore, its tables, and the incrementals
+// of its segment to apply after it, in order.
 type RestorePlan struct {
-	ChainID string         `json:"chain_id"`
-	FullID  string         `json:"full_id"`
-	Tables  []RestoreTable `json:"tables"`
-	Rows    int64          `json:"rows"`
+	ChainID      string         `json:"chain_id"`
+	FullID       string         `json:"full_id"`
+	Tables       []RestoreTable `json:"tables"`
+	Rows         int64          `json:"rows"`
+	Incrementals []string       `json:"incrementals,omitempty"`
+	Changes      int64          `json:"changes,omitempty"`
+	// Through is the last link the restore reaches.
+	Through string `json:"through"`
 }
 
 // RestoreTable is one table of a restore plan.
@@ -31,8 +38,9 @@ type RestoreTable struct {
 	Chunks int    `json:"chunks"`
 }
 
-// PlanRestore loads and verifies the chain and picks the full to restore: the
-// full of the newest segment.
+// PlanRestore loads and verifies the chain up to the link to restore (the
+// tip unless Through names one) and plans the restore: that link's segment
+// full, then the segment's incrementals up to the link.
 func (a *Activities) PlanRestore(ctx context.Context, p PlanRestoreParams) (RestorePlan, error) {
 	ch, err := a.openChain(ctx, p.Store)
 	if err != nil {
@@ -45,19 +53,29 @@ func (a *Activities) PlanRestore(ctx context.Context, p PlanRestoreParams) (Rest
 	if err := chain.ValidateCatalog(cat); err != nil {
 		return RestorePlan{}, temporalError(err)
 	}
-	if err := ch.Verify(ctx, cat, ""); err != nil {
+	through := p.Through
+	if through == "" {
+		through = cat.Tip().ID
+	}
+	if _, _, ok := cat.Find(through); !ok {
+		return RestorePlan{}, temporalError(errcode.New(errcode.LinkNotFound, "the chain at %s has no link %s", p.Store.URL, through))
+	}
+	if err := ch.Verify(ctx, cat, through); err != nil {
 		return RestorePlan{}, temporalError(err)
 	}
-	seg := cat.Segments[len(cat.Segments)-1]
-	if len(seg.Incrementals) > 0 {
-		return RestorePlan{}, temporalError(errcode.New(errcode.FormatUnsupported,
-			"the chain's newest segment has %d incrementals; this sluice restores fulls only", len(seg.Incrementals)))
+	path, err := cat.Path(through)
+	if err != nil {
+		return RestorePlan{}, temporalError(errcode.Wrap(errcode.ChainInvalid, err, "path to %s", through))
 	}
-	m, err := a.manifest(ctx, ch, seg.Full.ID)
+	m, err := a.manifest(ctx, ch, path[0].ID)
 	if err != nil {
 		return RestorePlan{}, temporalError(err)
 	}
-	plan := RestorePlan{ChainID: cat.ChainID, FullID: m.ID, Rows: m.Rows}
+	plan := RestorePlan{ChainID: cat.ChainID, FullID: m.ID, Rows: m.Rows, Through: through}
+	for _, l := range path[1:] {
+		plan.Incrementals = append(plan.Incrementals, l.ID)
+		plan.Changes += l.Changes
+	}
 	for _, t := range m.Tables {
 		plan.Tables = append(plan.Tables, RestoreTable{Name: t.Table, Rows: t.Rows, Chunks: len(t.Chunks)})
 	}
@@ -68,6 +86,7 @@ func (a *Activities) PlanRestore(ctx context.Context, p PlanRestoreParams) (Rest
 type TargetParams struct {
 	Store   StoreRef           `json:"store"`
 	Target  credentials.DSNRef `json:"target"`
+	ChainID string             `json:"chain_id"`
 	FullID  string             `json:"full_id"`
 	Replace bool               `json:"replace,omitempty"`
 }
@@ -103,7 +122,10 @@ func (a *Activities) PrepareTarget(ctx context.Context, p TargetParams) error {
 		return temporalError(err)
 	}
 	defer conn.Close(context.Background())
-	return temporalError(pgtarget.Prepare(ctx, conn, m.Schema, p.Replace))
+	if err := pgtarget.Prepare(ctx, conn, m.Schema, p.Replace); err != nil {
+		return temporalError(err)
+	}
+	return temporalError(pgtarget.ClearRestoreLinks(ctx, conn, p.ChainID))
 }
 
 // LoadTableParams name one table to load.
@@ -164,4 +186,55 @@ func (a *Activities) FinishTarget(ctx context.Context, p TargetParams) error {
 	}
 	defer conn.Close(context.Background())
 	return temporalError(pgtarget.Finish(ctx, conn, m.Schema))
+}
+
+// ApplyIncrementalParams name one incremental a restore applies.
+type ApplyIncrementalParams struct {
+	TargetParams
+	Incremental string `json:"incremental"`
+}
+
+// ApplyProgress is the heartbeat of ApplyIncremental.
+type ApplyProgress struct {
+	Incremental string `json:"incremental"`
+	Changes     int64  `json:"changes"`
+}
+
+// ApplyIncremental applies one incremental to a restored target in one
+// transaction that also records it as applied, so a retry never applies it
+// twice. It returns the number of changes applied (0 when already applied).
+func (a *Activities) ApplyIncremental(ctx context.Context, p ApplyIncrementalParams) (int64, error) {
+	dsn, err := p.Target.Resolve()
+	if err != nil {
+		return 0, temporalError(err)
+	}
+	ch, err := a.openChain(ctx, p.Store)
+	if err != nil {
+		return 0, temporalError(err)
+	}
+	cat, err := ch.LoadCatalog(ctx)
+	if err != nil {
+		return 0, temporalError(err)
+	}
+	m, err := a.manifest(ctx, ch, p.Incremental)
+	if err != nil {
+		return 0, temporalError(err)
+	}
+	schema, err := ch.SchemaAt(ctx, cat, m.Parent)
+	if err != nil {
+		return 0, temporalError(err)
+	}
+	conn, err := pgtarget.Connect(ctx, dsn)
+	if err != nil {
+		return 0, temporalError(err)
+	}
+	defer conn.Close(context.Background())
+	var done atomic.Int64
+	stop := a.heartbeat(ctx, func() any { return ApplyProgress{Incremental: m.ID, Changes: done.Load()} })
+	defer stop()
+	applied, err := pgtarget.RestoreIncremental(ctx, conn, ch, p.ChainID, m, schema, func(n int64) { done.Store(n) })
+	if err != nil || !applied {
+		return 0, temporalError(err)
+	}
+	return m.Changes, nil
 }

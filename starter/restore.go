@@ -46,7 +46,7 @@ func (t *targetFlags) ref() (credentials.DSNRef, string, error) {
 func (c *cli) restoreCmd() *cobra.Command {
 	var tgt targetFlags
 	var store storeFlags
-	var backupTarget string
+	var backupTarget, through string
 	var parallel int
 	var replace bool
 	cmd := &cobra.Command{
@@ -69,7 +69,7 @@ func (c *cli) restoreCmd() *cobra.Command {
 			return c.start(cmd.Context(), launch{
 				id:       "restore/" + name,
 				workflow: workflows.RestoreWorkflow,
-				input:    workflows.RestoreInput{Store: st, Target: ref, Parallel: parallel, Replace: replace},
+				input:    workflows.RestoreInput{Store: st, Target: ref, Parallel: parallel, Replace: replace, Through: through},
 				attrs: temporal.NewSearchAttributes(
 					workflows.SearchAttrChain.ValueSet(st.URL),
 					workflows.SearchAttrRole.ValueSet("restore")),
@@ -77,6 +77,9 @@ func (c *cli) restoreCmd() *cobra.Command {
 				progress: restoreProgress,
 				onSuccess: func() {
 					fmt.Fprintf(c.stdout, "restored full %s into %s: %d tables, %d rows\n", res.FullID, name, res.Tables, res.Rows)
+					if res.Incrementals > 0 {
+						fmt.Fprintf(c.stdout, "applied %d incrementals (%d changes) through %s\n", res.Incrementals, res.Changes, res.Through)
+					}
 				},
 			})
 		},
@@ -85,6 +88,7 @@ func (c *cli) restoreCmd() *cobra.Command {
 	tgt.bind(cmd)
 	cmd.Flags().StringVar(&backupTarget, "backup-target", "", "backup store URL of the chain: file:///path or s3://bucket/prefix")
 	cmd.Flags().IntVar(&parallel, "parallel", 2, "tables loaded at once")
+	cmd.Flags().StringVar(&through, "through", "", "restore up to and including this link ID (default: the chain's tip)")
 	cmd.Flags().BoolVar(&replace, "replace-existing", false, "drop and recreate target tables that already hold rows instead of refusing")
 	cmd.Flags().BoolVar(&c.detach, "detach", false, "return once the workflow has started")
 	return cmd
@@ -98,6 +102,9 @@ func restoreProgress(ctx context.Context, cl client.Client, id, runID string) st
 	rows := st.RowsDone
 	for _, hb := range heartbeatDetails(ctx, cl, id, runID) {
 		rows += num(hb, "rows")
+	}
+	if st.IncrementalsTotal > 0 && st.TablesDone == st.TablesTotal {
+		return fmt.Sprintf("%s: incrementals %d/%d, %d changes", st.Phase, st.IncrementalsDone, st.IncrementalsTotal, st.ChangesDone)
 	}
 	return fmt.Sprintf("%s: tables %d/%d, %d/%d rows", st.Phase, st.TablesDone, st.TablesTotal, rows, st.RowsTotal)
 }

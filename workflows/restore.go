@@ -14,14 +14,19 @@ type RestoreInput struct {
 	Parallel int                 `json:"parallel,omitempty"`
 	// Replace drops target tables that already hold rows instead of refusing.
 	Replace bool `json:"replace,omitempty"`
+	// Through names the last link to restore; the chain's tip when empty.
+	Through string `json:"through,omitempty"`
 }
 
 // RestoreResult reports a finished restore.
 type RestoreResult struct {
-	ChainID string `json:"chain_id"`
-	FullID  string `json:"full_id"`
-	Tables  int    `json:"tables"`
-	Rows    int64  `json:"rows"`
+	ChainID      string `json:"chain_id"`
+	FullID       string `json:"full_id"`
+	Tables       int    `json:"tables"`
+	Rows         int64  `json:"rows"`
+	Incrementals int    `json:"incrementals,omitempty"`
+	Changes      int64  `json:"changes,omitempty"`
+	Through      string `json:"through"`
 }
 
 // RestoreStatus is what the status query of a restore returns.
@@ -32,6 +37,10 @@ type RestoreStatus struct {
 	TablesDone  int    `json:"tables_done"`
 	RowsTotal   int64  `json:"rows_total"`
 	RowsDone    int64  `json:"rows_done"`
+	// IncrementalsTotal and IncrementalsDone count the incrementals applied after the full.
+	IncrementalsTotal int   `json:"incrementals_total"`
+	IncrementalsDone  int   `json:"incrementals_done"`
+	ChangesDone       int64 `json:"changes_done"`
 }
 
 // RestoreWorkflow restores a chain's newest full into a target: plan and
@@ -44,12 +53,12 @@ func RestoreWorkflow(ctx workflow.Context, in RestoreInput) (RestoreResult, erro
 	}
 	var plan activities.RestorePlan
 	if err := workflow.ExecuteActivity(shortActivity(ctx, "load and verify the chain"), a.PlanRestore,
-		activities.PlanRestoreParams{Store: in.Store}).Get(ctx, &plan); err != nil {
+		activities.PlanRestoreParams{Store: in.Store, Through: in.Through}).Get(ctx, &plan); err != nil {
 		return RestoreResult{}, err
 	}
-	st.FullID, st.TablesTotal, st.RowsTotal = plan.FullID, len(plan.Tables), plan.Rows
+	st.FullID, st.TablesTotal, st.RowsTotal, st.IncrementalsTotal = plan.FullID, len(plan.Tables), plan.Rows, len(plan.Incrementals)
 
-	target := activities.TargetParams{Store: in.Store, Target: in.Target, FullID: plan.FullID, Replace: in.Replace}
+	target := activities.TargetParams{Store: in.Store, Target: in.Target, ChainID: plan.ChainID, FullID: plan.FullID, Replace: in.Replace}
 	st.Phase = "preparing target"
 	if err := workflow.ExecuteActivity(shortActivity(ctx, "check target, create types"), a.PrepareTarget, target).Get(ctx, nil); err != nil {
 		return RestoreResult{}, err
@@ -64,8 +73,20 @@ func RestoreWorkflow(ctx workflow.Context, in RestoreInput) (RestoreResult, erro
 	if err := workflow.ExecuteActivity(shortActivity(ctx, "foreign keys and sequences"), a.FinishTarget, target).Get(ctx, nil); err != nil {
 		return RestoreResult{}, err
 	}
+	// Incrementals apply in chain order, each in one target transaction.
+	for _, id := range plan.Incrementals {
+		st.Phase = "applying incrementals"
+		var changes int64
+		if err := workflow.ExecuteActivity(longActivity(ctx, "apply incremental "+id, 5), a.ApplyIncremental,
+			activities.ApplyIncrementalParams{TargetParams: target, Incremental: id}).Get(ctx, &changes); err != nil {
+			return RestoreResult{}, err
+		}
+		st.IncrementalsDone++
+		st.ChangesDone += changes
+	}
 	st.Phase = "done"
-	return RestoreResult{ChainID: plan.ChainID, FullID: plan.FullID, Tables: len(plan.Tables), Rows: st.RowsDone}, nil
+	return RestoreResult{ChainID: plan.ChainID, FullID: plan.FullID, Tables: len(plan.Tables), Rows: st.RowsDone,
+		Incrementals: len(plan.Incrementals), Changes: st.ChangesDone, Through: plan.Through}, nil
 }
 
 // loadTables runs one LoadTable activity per table, at most parallel at once.

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/sluicehq/sluice/internal/chain"
+	"github.com/sluicehq/sluice/internal/errcode"
 )
 
 // LoadProgress is called after each chunk a table load has sent.
@@ -248,6 +249,9 @@ func newChunkStream(ctx context.Context, ch *chain.Chain, td chain.TableData, nc
 		defer close(s.bodies)
 		for _, ref := range td.Chunks {
 			hdr, body, err := ch.ReadChunk(ctx, ref)
+			if err == nil && hdr.Kind != chain.ChunkKindRows {
+				err = errcode.New(errcode.ChunkCorrupt, "chunk %s of table %s is not a row chunk (kind %d)", ref.Key, td.Table, hdr.Kind)
+			}
 			if err == nil && hdr.Columns != ncols {
 				err = fmt.Errorf("chunk %s has %d columns, table %s has %d", ref.Key, hdr.Columns, td.Table, ncols)
 			}

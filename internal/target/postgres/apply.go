@@ -1,0 +1,928 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/sluicehq/sluice/internal/chain"
+)
+
+// Limits of one pipelined batch: Apply sends the queued statements once
+// either is reached.
+const (
+	applyBatchStatements = 1000
+	applyBatchBytes      = 8 << 20
+)
+
+// applierSeq numbers appliers so that the prepared statements of two
+// appliers on one connection never share a name.
+var applierSeq atomic.Uint64
+
+// Applier applies change records to a PostgreSQL target inside the caller's
+// transaction. It tracks the table definitions as the changes go (a schema
+// change record updates them) and turns each row change into a prepared
+// statement, cached per table, operation and column set. Statements are
+// queued and sent in pipelined batches; Apply sends a batch when it is full
+// and Flush sends what is left, so call Flush before committing.
+//
+// Row images are over a table's supplied columns (every column that is not
+// generated, in table order). Values go as text-format parameters whose
+// types PostgreSQL infers, so every type's own input function reads them.
+//
+// On a keyed table (a primary key, else a unique, non-partial,
+// non-expression index over NOT NULL columns) an insert is an upsert on the
+// key, so applying it again converges; updates and deletes find the row by
+// its old key. On a keyless table updates and deletes need the whole old row
+// (REPLICA IDENTITY FULL) and change exactly one matching row. An update or
+// delete that finds no row changes nothing and is counted (see Unmatched).
+//
+// An Applier is not safe for concurrent use. After an error the transaction
+// is in an unknown state: roll it back and start over with a new Applier.
+type Applier struct {
+	base   *chain.Schema
+	tables map[string]*tableState
+	known  map[string]bool // schemas (namespaces) known to exist on the target
+
+	id    uint64
+	seq   uint64
+	names []string // every statement name handed out, for Release
+
+	queue   []entry
+	spans   []span
+	arena   []byte
+	params  [][]byte
+	keyBuf  []byte
+	setBuf  []bool
+	matBuf  []bool
+	err     error
+	missing int64
+}
+
+// tableState is the applier's view of one table and its statements.
+type tableState struct {
+	def    *chain.Table
+	rel    string // quoted qualified name
+	cols   []chain.Column
+	names  []string // quoted supplied column names
+	always []bool   // GENERATED ALWAYS AS IDENTITY, per supplied column
+	// keys are the candidate keys as indexes into cols: the primary key
+	// first, then qualifying unique indexes. Empty for a keyless table.
+	keys       [][]int
+	overriding bool // an identity ALWAYS column is supplied
+	stmts      map[string]*stmt
+}
+
+// stmt is one prepared statement of the applier.
+type stmt struct {
+	name   string
+	sql    string
+	ready  bool // prepared on the connection
+	queued bool // its Prepare is in the current batch
+	// count says the statement updates or deletes a row that should exist.
+	count bool
+}
+
+type entryKind uint8
+
+const (
+	entryPrepare entryKind = iota
+	entryExec
+	entrySQL
+	entryDeallocate
+)
+
+// entry is one queued request of the next batch.
+type entry struct {
+	kind    entryKind
+	op      chain.Op
+	st      *stmt
+	sql     string // entrySQL: the statement; entryDeallocate: the name
+	table   string
+	first   int32 // first parameter span
+	n       int32 // parameter count
+	xid     uint32
+	ordinal uint32
+}
+
+// span locates one parameter in the arena; n < 0 is NULL.
+type span struct{ off, n int32 }
+
+// NewApplier returns an Applier that starts from the table definitions of
+// schema, which it does not modify.
+func NewApplier(schema *chain.Schema) *Applier {
+	a := &Applier{
+		base:   schema,
+		tables: map[string]*tableState{},
+		known:  map[string]bool{"public": true},
+		id:     applierSeq.Add(1),
+		arena:  make([]byte, 0, 64<<10),
+	}
+	if schema == nil {
+		a.base = &chain.Schema{}
+	}
+	for _, n := range a.base.Schemas {
+		a.known[n] = true
+	}
+	for i := range a.base.Tables {
+		t := &a.base.Tables[i]
+		a.tables[t.QualifiedName()] = newTableState(t)
+		a.known[t.Schema] = true
+	}
+	return a
+}
+
+func newTableState(t *chain.Table) *tableState {
+	ts := &tableState{def: t, rel: ident(t.Schema, t.Name), stmts: map[string]*stmt{}}
+	pos := map[string]int{}
+	for _, c := range t.Columns {
+		if c.Generated != "" {
+			continue
+		}
+		pos[c.Name] = len(ts.cols)
+		ts.cols = append(ts.cols, c)
+		ts.names = append(ts.names, ident(c.Name))
+		ts.always = append(ts.always, c.Identity == "a")
+		ts.overriding = ts.overriding || c.Identity == "a"
+	}
+	notNull := map[string]bool{}
+	for _, c := range t.Columns {
+		notNull[c.Name] = c.NotNull
+	}
+	add := func(cols []string) {
+		key := make([]int, 0, len(cols))
+		for _, c := range cols {
+			i, ok := pos[c]
+			if !ok {
+				return // a generated or unknown column: rows do not carry it
+			}
+			key = append(key, i)
+		}
+		for _, k := range ts.keys {
+			if slices.Equal(k, key) {
+				return
+			}
+		}
+		ts.keys = append(ts.keys, key)
+	}
+	if len(t.PrimaryKey) > 0 {
+		add(t.PrimaryKey)
+	}
+	for _, ix := range t.Indexes {
+		if !ix.Unique || ix.Partial || ix.Expression || len(ix.Columns) == 0 {
+			continue
+		}
+		ok := true
+		for _, c := range ix.Columns {
+			ok = ok && notNull[c]
+		}
+		if ok {
+			add(ix.Columns)
+		}
+	}
+	return ts
+}
+
+// Schema returns the schema in force after the changes applied so far: the
+// starting schema with each table's latest definition and the tables the
+// changes created, in (schema, name) order.
+func (a *Applier) Schema() *chain.Schema {
+	s := *a.base
+	s.Tables = make([]chain.Table, 0, len(a.tables))
+	for _, ts := range a.tables {
+		s.Tables = append(s.Tables, *ts.def)
+	}
+	slices.SortFunc(s.Tables, func(x, y chain.Table) int {
+		if c := strings.Compare(x.Schema, y.Schema); c != 0 {
+			return c
+		}
+		return strings.Compare(x.Name, y.Name)
+	})
+	return &s
+}
+
+// Unmatched returns how many updates and deletes found no row to change on
+// the target, among the statements sent so far.
+func (a *Applier) Unmatched() int64 { return a.missing }
+
+// Apply applies one change inside tx. Begin and commit records are no-ops:
+// the caller owns the transaction. The statement may only be queued; Flush
+// sends the rest before the caller commits.
+func (a *Applier) Apply(ctx context.Context, tx pgx.Tx, c *chain.Change) error {
+	if a.err != nil {
+		return a.err
+	}
+	var err error
+	switch c.Op {
+	case chain.OpBegin, chain.OpCommit:
+		return nil
+	case chain.OpInsert:
+		err = a.insert(c)
+	case chain.OpUpdate:
+		err = a.update(c)
+	case chain.OpDelete:
+		err = a.delete(c)
+	case chain.OpTruncate:
+		err = a.truncate(c)
+	case chain.OpSchema:
+		err = a.schema(c)
+	default:
+		err = fmt.Errorf("apply change: unknown operation %#x", byte(c.Op))
+	}
+	if err != nil {
+		return err
+	}
+	if len(a.queue) >= applyBatchStatements || len(a.arena) >= applyBatchBytes {
+		return a.Flush(ctx, tx)
+	}
+	return nil
+}
+
+func opName(op chain.Op) string {
+	switch op {
+	case chain.OpInsert:
+		return "insert"
+	case chain.OpUpdate:
+		return "update"
+	case chain.OpDelete:
+		return "delete"
+	case chain.OpTruncate:
+		return "truncate"
+	case chain.OpSchema:
+		return "schema change"
+	}
+	return "change " + strconv.Quote(string(rune(op)))
+}
+
+// changeErr describes a change that cannot be applied.
+func changeErr(c *chain.Change, format string, args ...any) error {
+	return fmt.Errorf("apply %s to %s (xid %d, change %d): %s", opName(c.Op), c.Table, c.XID, c.Ordinal, fmt.Sprintf(format, args...))
+}
+
+// table returns the tracked table of a row change and checks its images.
+func (a *Applier) table(c *chain.Change) (*tableState, error) {
+	ts := a.tables[c.Table]
+	if ts == nil {
+		return nil, changeErr(c, "the table has no recorded schema")
+	}
+	if c.New != nil && len(c.New) != len(ts.cols) {
+		return nil, changeErr(c, "new row image has %d values, the table has %d supplied columns", len(c.New), len(ts.cols))
+	}
+	if c.OldKind != 0 && len(c.Old) != len(ts.cols) {
+		return nil, changeErr(c, "old row image has %d values, the table has %d supplied columns", len(c.Old), len(ts.cols))
+	}
+	return ts, nil
+}
+
+// statement returns the cached statement for key (in a.keyBuf), building
+// its SQL with build on first use.
+func (a *Applier) statement(ts *tableState, count bool, build func() string) *stmt {
+	if st, ok := ts.stmts[string(a.keyBuf)]; ok {
+		return st
+	}
+	a.seq++
+	st := &stmt{name: "sluice_apply_" + strconv.FormatUint(a.id, 10) + "_" + strconv.FormatUint(a.seq, 10), sql: build(), count: count}
+	a.names = append(a.names, st.name)
+	ts.stmts[string(a.keyBuf)] = st
+	return st
+}
+
+// exec queues st with the parameters already appended since first.
+func (a *Applier) exec(c *chain.Change, st *stmt, first int) {
+	if !st.ready && !st.queued {
+		st.queued = true
+		a.queue = append(a.queue, entry{kind: entryPrepare, op: c.Op, st: st, table: c.Table, xid: c.XID, ordinal: c.Ordinal})
+	}
+	a.queue = append(a.queue, entry{kind: entryExec, op: c.Op, st: st, table: c.Table,
+		first: int32(first), n: int32(len(a.spans) - first), xid: c.XID, ordinal: c.Ordinal})
+}
+
+// param appends one value as the next parameter.
+func (a *Applier) param(v chain.Value) {
+	if v.Kind != chain.ValueText {
+		a.spans = append(a.spans, span{n: -1})
+		return
+	}
+	a.spans = append(a.spans, span{off: int32(len(a.arena)), n: int32(len(v.Data))})
+	a.arena = append(a.arena, v.Data...)
+}
+
+// setMask appends to a.keyBuf '*' when every flag is set, else '#' and a
+// bitmap of the set flags, and reports how many are set.
+func (a *Applier) setMask(flags []bool) int {
+	n := 0
+	for _, f := range flags {
+		if f {
+			n++
+		}
+	}
+	if n == len(flags) {
+		a.keyBuf = append(a.keyBuf, '*')
+		return n
+	}
+	a.keyBuf = append(a.keyBuf, '#')
+	for i := 0; i < len(flags); i += 8 {
+		var b byte
+		for j := i; j < len(flags) && j < i+8; j++ {
+			if flags[j] {
+				b |= 1 << (j - i)
+			}
+		}
+		a.keyBuf = append(a.keyBuf, b)
+	}
+	return n
+}
+
+func (a *Applier) insert(c *chain.Change) error {
+	ts, err := a.table(c)
+	if err != nil {
+		return err
+	}
+	if len(c.New) == 0 && len(ts.cols) > 0 {
+		return changeErr(c, "no new row image")
+	}
+	for i, v := range c.New {
+		if v.Kind == chain.ValueUnchanged {
+			return changeErr(c, "column %s is marked unchanged in an insert", ts.cols[i].Name)
+		}
+	}
+	a.keyBuf = append(a.keyBuf[:0], 'I')
+	st := a.statement(ts, false, func() string { return insertSQL(ts) })
+	first := len(a.spans)
+	for _, v := range c.New {
+		a.param(v)
+	}
+	a.exec(c, st, first)
+	return nil
+}
+
+func insertSQL(ts *tableState) string {
+	var b strings.Builder
+	b.WriteString("INSERT INTO ")
+	b.WriteString(ts.rel)
+	b.WriteString(" (")
+	b.WriteString(strings.Join(ts.names, ", "))
+	b.WriteString(")")
+	if ts.overriding {
+		b.WriteString(" OVERRIDING SYSTEM VALUE")
+	}
+	b.WriteString(" VALUES (")
+	for i := range ts.cols {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString("$" + strconv.Itoa(i+1))
+	}
+	b.WriteString(")")
+	if len(ts.keys) == 0 {
+		return b.String()
+	}
+	key := ts.keys[0]
+	b.WriteString(" ON CONFLICT (")
+	for i, k := range key {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(ts.names[k])
+	}
+	b.WriteString(") DO ")
+	var set []string
+	for i, n := range ts.names {
+		if !slices.Contains(key, i) && !ts.always[i] {
+			set = append(set, n+" = EXCLUDED."+n)
+		}
+	}
+	if len(set) == 0 {
+		b.WriteString("NOTHING")
+	} else {
+		b.WriteString("UPDATE SET ")
+		b.WriteString(strings.Join(set, ", "))
+	}
+	return b.String()
+}
+
+// rowKey chooses the key an update or delete locates its row by, and the
+// image holding the key's values: the old image when there is one, else the
+// new one. A key-only old image ('K') may carry a unique index's columns
+// rather than the primary key's, so the first candidate it fully carries
+// is taken.
+func (ts *tableState) rowKey(c *chain.Change) (int, []chain.Value, error) {
+	img := c.New
+	if c.OldKind != 0 {
+		img = c.Old
+	}
+	if img == nil {
+		return 0, nil, changeErr(c, "no row image to find the row by")
+	}
+	for ki, key := range ts.keys {
+		ok := true
+		for _, k := range key {
+			ok = ok && img[k].Kind == chain.ValueText
+		}
+		if ok {
+			return ki, img, nil
+		}
+		if c.OldKind != 'K' {
+			break
+		}
+	}
+	return 0, nil, changeErr(c, "the row image carries no value for a key column")
+}
+
+// growFlags returns (*buf)[:n], growing the buffer when needed.
+func growFlags(buf *[]bool, n int) []bool {
+	if cap(*buf) < n {
+		*buf = make([]bool, n)
+	}
+	return (*buf)[:n]
+}
+
+// setFlags marks the columns an update sets: those the new image carries,
+// except identity columns GENERATED ALWAYS, which only the source's
+// sequence fills and PostgreSQL refuses to update.
+func (a *Applier) setFlags(ts *tableState, c *chain.Change) []bool {
+	flags := growFlags(&a.setBuf, len(ts.cols))
+	for i, v := range c.New {
+		flags[i] = v.Kind != chain.ValueUnchanged && !ts.always[i]
+	}
+	return flags
+}
+
+func (a *Applier) update(c *chain.Change) error {
+	ts, err := a.table(c)
+	if err != nil {
+		return err
+	}
+	if len(c.New) == 0 && len(ts.cols) > 0 {
+		return changeErr(c, "no new row image")
+	}
+	if len(ts.keys) == 0 {
+		return a.keylessUpdate(ts, c)
+	}
+	ki, img, err := ts.rowKey(c)
+	if err != nil {
+		return err
+	}
+	flags := a.setFlags(ts, c)
+	a.keyBuf = append(a.keyBuf[:0], 'U', byte(ki), byte(ki>>8))
+	if a.setMask(flags) == 0 {
+		return nil // nothing the target may change
+	}
+	key := ts.keys[ki]
+	st := a.statement(ts, true, func() string { return updateSQL(ts, flags, key) })
+	first := len(a.spans)
+	for i, v := range c.New {
+		if flags[i] {
+			a.param(v)
+		}
+	}
+	for _, k := range key {
+		a.param(img[k])
+	}
+	a.exec(c, st, first)
+	return nil
+}
+
+func updateSQL(ts *tableState, set []bool, key []int) string {
+	var b strings.Builder
+	b.WriteString("UPDATE ")
+	b.WriteString(ts.rel)
+	b.WriteString(" SET ")
+	n := 0
+	for i, f := range set {
+		if !f {
+			continue
+		}
+		if n > 0 {
+			b.WriteString(", ")
+		}
+		n++
+		b.WriteString(ts.names[i] + " = $" + strconv.Itoa(n))
+	}
+	b.WriteString(" WHERE ")
+	for i, k := range key {
+		if i > 0 {
+			b.WriteString(" AND ")
+		}
+		n++
+		b.WriteString(ts.names[k] + " = $" + strconv.Itoa(n))
+	}
+	return b.String()
+}
+
+func (a *Applier) delete(c *chain.Change) error {
+	ts, err := a.table(c)
+	if err != nil {
+		return err
+	}
+	if len(ts.keys) == 0 {
+		return a.keylessDelete(ts, c)
+	}
+	if c.OldKind == 0 {
+		return changeErr(c, "a delete without an old row image")
+	}
+	ki, img, err := ts.rowKey(c)
+	if err != nil {
+		return err
+	}
+	key := ts.keys[ki]
+	a.keyBuf = append(a.keyBuf[:0], 'D', byte(ki), byte(ki>>8))
+	st := a.statement(ts, true, func() string {
+		var b strings.Builder
+		b.WriteString("DELETE FROM " + ts.rel + " WHERE ")
+		for i, k := range key {
+			if i > 0 {
+				b.WriteString(" AND ")
+			}
+			b.WriteString(ts.names[k] + " = $" + strconv.Itoa(i+1))
+		}
+		return b.String()
+	})
+	first := len(a.spans)
+	for _, k := range key {
+		a.param(img[k])
+	}
+	a.exec(c, st, first)
+	return nil
+}
+
+// keylessOld checks that a change to a keyless table carries the whole old
+// row and returns which of its columns the match compares.
+func (a *Applier) keylessOld(ts *tableState, c *chain.Change) ([]bool, error) {
+	if c.OldKind != 'O' {
+		return nil, changeErr(c, "table %s has no key and the change carries no whole old row (REPLICA IDENTITY FULL is needed to %s its rows)", c.Table, opName(c.Op))
+	}
+	match := growFlags(&a.matBuf, len(ts.cols))
+	some := false
+	for i, v := range c.Old {
+		match[i] = v.Kind != chain.ValueUnchanged
+		some = some || match[i]
+	}
+	if !some {
+		return nil, changeErr(c, "the old row image of keyless table %s has no comparable value", c.Table)
+	}
+	return match, nil
+}
+
+// matchSQL returns a condition selecting one row of a keyless table whose
+// matched columns equal parameters $from… The comparison is of text forms
+// (json has no equality operator), both produced by the target's output
+// functions: the parameter is read as the column's type and printed again,
+// so the source's text settings do not matter.
+func matchSQL(ts *tableState, match []bool, from int) string {
+	var b strings.Builder
+	b.WriteString("ctid = (SELECT ctid FROM " + ts.rel + " WHERE ")
+	n := 0
+	for i, m := range match {
+		if !m {
+			continue
+		}
+		if n > 0 {
+			b.WriteString(" AND ")
+		}
+		fmt.Fprintf(&b, "%s::text IS NOT DISTINCT FROM ($%d::%s)::text", ts.names[i], from+n, ts.cols[i].Type)
+		n++
+	}
+	b.WriteString(" LIMIT 1)")
+	return b.String()
+}
+
+func (a *Applier) keylessUpdate(ts *tableState, c *chain.Change) error {
+	match, err := a.keylessOld(ts, c)
+	if err != nil {
+		return err
+	}
+	set := a.setFlags(ts, c)
+	a.keyBuf = append(a.keyBuf[:0], 'U', 0xff, 0xff)
+	if a.setMask(set) == 0 {
+		return nil
+	}
+	a.keyBuf = append(a.keyBuf, '/')
+	a.setMask(match)
+	st := a.statement(ts, true, func() string {
+		var b strings.Builder
+		b.WriteString("UPDATE " + ts.rel + " SET ")
+		n := 0
+		for i, f := range set {
+			if f {
+				if n > 0 {
+					b.WriteString(", ")
+				}
+				n++
+				b.WriteString(ts.names[i] + " = $" + strconv.Itoa(n))
+			}
+		}
+		b.WriteString(" WHERE " + matchSQL(ts, match, n+1))
+		return b.String()
+	})
+	first := len(a.spans)
+	for i, v := range c.New {
+		if set[i] {
+			a.param(v)
+		}
+	}
+	for i, v := range c.Old {
+		if match[i] {
+			a.param(v)
+		}
+	}
+	a.exec(c, st, first)
+	return nil
+}
+
+func (a *Applier) keylessDelete(ts *tableState, c *chain.Change) error {
+	match, err := a.keylessOld(ts, c)
+	if err != nil {
+		return err
+	}
+	a.keyBuf = append(a.keyBuf[:0], 'D', 0xff, 0xff)
+	a.setMask(match)
+	st := a.statement(ts, true, func() string {
+		return "DELETE FROM " + ts.rel + " WHERE " + matchSQL(ts, match, 1)
+	})
+	first := len(a.spans)
+	for i, v := range c.Old {
+		if match[i] {
+			a.param(v)
+		}
+	}
+	a.exec(c, st, first)
+	return nil
+}
+
+func (a *Applier) truncate(c *chain.Change) error {
+	rels := make([]string, len(c.Tables))
+	for i, name := range c.Tables {
+		ts := a.tables[name]
+		if ts == nil {
+			return fmt.Errorf("apply truncate of %s (xid %d, change %d): table %s has no recorded schema", strings.Join(c.Tables, ", "), c.XID, c.Ordinal, name)
+		}
+		rels[i] = ts.rel
+	}
+	sql := "TRUNCATE TABLE " + strings.Join(rels, ", ")
+	if c.TruncateFlags&2 != 0 {
+		sql += " RESTART IDENTITY"
+	}
+	if c.TruncateFlags&1 != 0 {
+		sql += " CASCADE"
+	}
+	a.queue = append(a.queue, entry{kind: entrySQL, op: c.Op, sql: sql, table: strings.Join(c.Tables, ", "), xid: c.XID, ordinal: c.Ordinal})
+	return nil
+}
+
+// schema applies a table's new definition: it creates an unknown table, or
+// adds, drops and retypes columns of a known one, then tracks the new
+// definition and forgets the table's statements.
+func (a *Applier) schema(c *chain.Change) error {
+	def := c.Schema
+	if def == nil || def.Name == "" {
+		return changeErr(c, "schema change without a table definition")
+	}
+	name := def.QualifiedName()
+	if c.Table != "" && c.Table != name {
+		return changeErr(c, "the record names table %s but its definition is of %s", c.Table, name)
+	}
+	t := *def
+	ts := newTableState(&t)
+	var ddl []string
+	if old := a.tables[name]; old == nil {
+		if !a.known[t.Schema] {
+			ddl = append(ddl, "CREATE SCHEMA IF NOT EXISTS "+ident(t.Schema))
+		}
+		ddl = append(ddl, createTableIfMissingSQL(ts)...)
+	} else {
+		if stmt := alterTableSQL(old, ts); stmt != "" {
+			ddl = append(ddl, stmt)
+		}
+		for _, st := range old.stmts {
+			if st.ready || st.queued {
+				a.queue = append(a.queue, entry{kind: entryDeallocate, op: c.Op, sql: st.name, table: name, xid: c.XID, ordinal: c.Ordinal})
+			}
+		}
+	}
+	for _, sql := range ddl {
+		a.queue = append(a.queue, entry{kind: entrySQL, op: c.Op, sql: sql, table: name, xid: c.XID, ordinal: c.Ordinal})
+	}
+	a.tables[name] = ts
+	a.known[t.Schema] = true
+	return nil
+}
+
+func columnDef(c chain.Column) string {
+	def := ident(c.Name) + " " + c.Type
+	if c.Generated != "" {
+		def += " GENERATED ALWAYS AS (" + c.Generated + ") STORED"
+	}
+	return def
+}
+
+// createTableIfMissingSQL creates a table new to the chain: its columns,
+// NOT NULL, its primary key, or else the unique index it is keyed by (an
+// upsert needs one to name).
+func createTableIfMissingSQL(ts *tableState) []string {
+	t := ts.def
+	defs := make([]string, 0, len(t.Columns)+1)
+	for _, c := range t.Columns {
+		d := columnDef(c)
+		if c.NotNull {
+			d += " NOT NULL"
+		}
+		defs = append(defs, d)
+	}
+	if len(t.PrimaryKey) > 0 {
+		cols := make([]string, len(t.PrimaryKey))
+		for i, c := range t.PrimaryKey {
+			cols[i] = ident(c)
+		}
+		defs = append(defs, "PRIMARY KEY ("+strings.Join(cols, ", ")+")")
+	}
+	stmts := []string{"CREATE TABLE IF NOT EXISTS " + ts.rel + " (" + strings.Join(defs, ", ") + ")"}
+	if len(t.PrimaryKey) == 0 && len(ts.keys) > 0 {
+		for _, ix := range t.Indexes {
+			if !ix.Unique || ix.Partial || ix.Expression || len(ix.Columns) == 0 {
+				continue
+			}
+			cols := make([]string, len(ix.Columns))
+			for i, c := range ix.Columns {
+				cols[i] = ident(c)
+			}
+			stmts = append(stmts, "CREATE UNIQUE INDEX IF NOT EXISTS "+ident(ix.Name)+" ON "+ts.rel+" ("+strings.Join(cols, ", ")+")")
+			break
+		}
+	}
+	return stmts
+}
+
+// alterTableSQL returns the ALTER TABLE that turns old's columns into
+// next's ("" when they match): vanished names are dropped, new names added,
+// and changed types converted through their text form.
+func alterTableSQL(old, next *tableState) string {
+	prev := map[string]chain.Column{}
+	for _, c := range old.def.Columns {
+		prev[c.Name] = c
+	}
+	now := map[string]bool{}
+	var drops, adds, types []string
+	for _, c := range next.def.Columns {
+		now[c.Name] = true
+		p, ok := prev[c.Name]
+		switch {
+		case !ok:
+			adds = append(adds, "ADD COLUMN IF NOT EXISTS "+columnDef(c))
+		case p.Type != c.Type:
+			alter := "ALTER COLUMN " + ident(c.Name) + " TYPE " + c.Type
+			if c.Generated == "" {
+				alter += " USING " + ident(c.Name) + "::text::" + c.Type
+			}
+			types = append(types, alter)
+		}
+	}
+	for _, c := range old.def.Columns {
+		if !now[c.Name] {
+			drops = append(drops, "DROP COLUMN IF EXISTS "+ident(c.Name))
+		}
+	}
+	actions := slices.Concat(drops, adds, types)
+	if len(actions) == 0 {
+		return ""
+	}
+	return "ALTER TABLE " + old.rel + " " + strings.Join(actions, ", ")
+}
+
+// Flush sends the queued statements in one pipelined batch and reads their
+// results. Call it before committing tx.
+func (a *Applier) Flush(ctx context.Context, tx pgx.Tx) error {
+	if a.err != nil {
+		return a.err
+	}
+	if len(a.queue) == 0 {
+		return nil
+	}
+	err := a.send(ctx, tx.Conn().PgConn())
+	for i := range a.queue {
+		if a.queue[i].kind == entryPrepare {
+			a.queue[i].st.queued = false
+		}
+	}
+	clear(a.queue) // drop the references to statements
+	a.queue, a.spans, a.arena = a.queue[:0], a.spans[:0], a.arena[:0]
+	if err != nil {
+		a.err = err
+	}
+	return err
+}
+
+func (a *Applier) send(ctx context.Context, pc *pgconn.PgConn) error {
+	p := pc.StartPipeline(ctx)
+	for i := range a.queue {
+		e := &a.queue[i]
+		switch e.kind {
+		case entryPrepare:
+			p.SendPrepare(e.st.name, e.st.sql, nil)
+		case entryExec:
+			params := a.params[:0]
+			for _, s := range a.spans[e.first : e.first+e.n] {
+				if s.n < 0 {
+					params = append(params, nil)
+				} else {
+					params = append(params, a.arena[s.off:s.off+s.n:s.off+s.n])
+				}
+			}
+			a.params = params
+			p.SendQueryPrepared(e.st.name, params, nil, nil)
+		case entrySQL:
+			p.SendQueryParams(e.sql, nil, nil, nil, nil)
+		case entryDeallocate:
+			p.SendDeallocate(e.sql)
+		}
+	}
+	clear(a.params)
+	if err := p.Sync(); err != nil {
+		p.Close()
+		return classify(err, "send changes to the target")
+	}
+	var failed error
+	i := 0
+	for failed == nil {
+		res, err := p.GetResults()
+		if err != nil {
+			failed = err
+			break
+		}
+		if _, ok := res.(*pgconn.PipelineSync); ok || res == nil {
+			break
+		}
+		if i >= len(a.queue) {
+			failed = errors.New("more results than requests")
+			break
+		}
+		e := &a.queue[i]
+		switch r := res.(type) {
+		case *pgconn.StatementDescription:
+			e.st.ready = true
+		case *pgconn.ResultReader:
+			tag, err := r.Close()
+			if err != nil {
+				failed = err
+				break
+			}
+			if e.kind == entryExec && e.st.count && tag.RowsAffected() == 0 {
+				a.missing++
+			}
+		}
+		if failed == nil {
+			i++
+		}
+	}
+	cerr := p.Close()
+	if failed == nil && cerr != nil {
+		failed = cerr
+	}
+	if failed == nil {
+		if i != len(a.queue) {
+			return fmt.Errorf("apply changes: %d results for %d requests", i, len(a.queue))
+		}
+		return nil
+	}
+	if i < len(a.queue) {
+		e := &a.queue[i]
+		what := fmt.Sprintf("apply %s to %s (xid %d, change %d)", opName(e.op), e.table, e.xid, e.ordinal)
+		if e.kind == entryPrepare {
+			what = fmt.Sprintf("prepare %s of %s for xid %d, change %d", opName(e.op), e.table, e.xid, e.ordinal)
+		}
+		return classify(failed, what)
+	}
+	return classify(failed, "apply changes")
+}
+
+// Release deallocates the statements the applier prepared on conn. Call it
+// when the applier is no longer used and the connection stays open; conn
+// must not be in the middle of a query.
+func (a *Applier) Release(ctx context.Context, conn *pgx.Conn) error {
+	if len(a.names) == 0 {
+		return nil
+	}
+	p := conn.PgConn().StartPipeline(ctx)
+	for _, n := range a.names {
+		p.SendDeallocate(n)
+	}
+	err := p.Sync()
+	if cerr := p.Close(); err == nil {
+		err = cerr
+	}
+	a.names = nil
+	for _, ts := range a.tables {
+		clear(ts.stmts)
+	}
+	if err != nil {
+		return classify(err, "deallocate apply statements")
+	}
+	return nil
+}
