@@ -90,6 +90,9 @@ func (st *schemaTracker) observe(ctx context.Context, rel *pglogrepl.RelationMes
 	} else {
 		next = evolve(old, cols)
 	}
+	if err := st.fillAttributes(ctx, &next, old); err != nil {
+		return nil, err
+	}
 	st.tables[name] = &next
 	st.dirty = true
 	out := next
@@ -193,4 +196,46 @@ func (st *schemaTracker) schema() *chain.Schema {
 	}
 	sort.Strings(out.Schemas)
 	return out
+}
+
+// fillAttributes reads, from the source's catalog as it is now, what a
+// Relation message does not carry for columns the chain has not recorded
+// yet: NOT NULL and the default. An ADD COLUMN … DEFAULT fills existing rows
+// without writing WAL, so the target must add the column with the same
+// default to hold the same values. A volatile default is evaluated again on
+// the target (docs/operations.md lists this).
+func (st *schemaTracker) fillAttributes(ctx context.Context, t *chain.Table, old *chain.Table) error {
+	known := map[string]bool{}
+	if old != nil {
+		for _, c := range old.Columns {
+			known[c.Name] = true
+		}
+	}
+	rows, err := st.sql.Query(ctx, `
+		SELECT a.attname, a.attnotnull, coalesce(pg_get_expr(d.adbin, d.adrelid), '')
+		FROM pg_attribute a
+		JOIN pg_class c ON c.oid = a.attrelid JOIN pg_namespace n ON n.oid = c.relnamespace
+		LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+		WHERE n.nspname = $1 AND c.relname = $2 AND a.attnum > 0 AND NOT a.attisdropped AND a.attgenerated = ''`, t.Schema, t.Name)
+	if err != nil {
+		return classify(err, "read columns of "+t.QualifiedName())
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var name, def string
+		var notNull bool
+		if err := rows.Scan(&name, &notNull, &def); err != nil {
+			return classify(err, "read columns of "+t.QualifiedName())
+		}
+		if known[name] {
+			continue
+		}
+		for i := range t.Columns {
+			if t.Columns[i].Name == name {
+				t.Columns[i].NotNull = t.Columns[i].NotNull || notNull
+				t.Columns[i].Default = def
+			}
+		}
+	}
+	return rows.Err()
 }

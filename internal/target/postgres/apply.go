@@ -717,8 +717,14 @@ func (a *Applier) schema(c *chain.Change) error {
 
 func columnDef(c chain.Column) string {
 	def := ident(c.Name) + " " + c.Type
-	if c.Generated != "" {
+	switch {
+	case c.Generated != "":
 		def += " GENERATED ALWAYS AS (" + c.Generated + ") STORED"
+	case c.Default != "" && !strings.Contains(c.Default, "nextval("):
+		// The default fills the rows that exist when a column is added, as
+		// it did on the source. Sequence defaults are left out: the rows
+		// always carry those values, and the sequence is not on the target.
+		def += " DEFAULT " + c.Default
 	}
 	return def
 }
