@@ -39,7 +39,8 @@ lint:
 
 bench: bench-full
 
-bench-full: worker
+bench-full: build services
+	bash deploy/dev/worker.sh
 	bash bench/full-backup.sh
 
 fuzz:

@@ -3,6 +3,7 @@ package activities
 import (
 	"context"
 	"fmt"
+	"sort"
 	"sync/atomic"
 
 	"github.com/sluicehq/sluice/internal/chain"
@@ -79,6 +80,10 @@ func (a *Activities) PlanRestore(ctx context.Context, p PlanRestoreParams) (Rest
 	for _, t := range m.Tables {
 		plan.Tables = append(plan.Tables, RestoreTable{Name: t.Table, Rows: t.Rows, Chunks: len(t.Chunks)})
 	}
+	// Largest first, so the longest load starts at once.
+	sort.SliceStable(plan.Tables, func(i, j int) bool {
+		return tableBytes(m, plan.Tables[i].Name) > tableBytes(m, plan.Tables[j].Name)
+	})
 	return plan, nil
 }
 
@@ -237,4 +242,17 @@ func (a *Activities) ApplyIncremental(ctx context.Context, p ApplyIncrementalPar
 		return 0, temporalError(err)
 	}
 	return m.Changes, nil
+}
+
+// tableBytes is the raw size of a table's chunks in a full.
+func tableBytes(m *chain.Manifest, table string) int64 {
+	var n int64
+	for _, t := range m.Tables {
+		if t.Table == table {
+			for _, c := range t.Chunks {
+				n += c.RawSize
+			}
+		}
+	}
+	return n
 }

@@ -98,6 +98,43 @@ var (
 		"Grant CREATE on the target schema and ownership of the tables to the target role, then run again.")
 )
 
+// Broker (sync from-backup) start modes and refusals.
+var (
+	BrokerNoPosition = register("SLUICE-E-BROKER-NO-POSITION", ExitRefused,
+		"The target holds no position for this --stream-id, so the broker does not know where in the chain to begin.",
+		"Choose one: --reset-target-data drops the target's tables, restores the chain through its tail and then tails it; --at-chain-id <ID> asserts the target already holds the chain through link <ID> (e.g. after your own `sluice restore`).")
+	BrokerPositionForeign = register("SLUICE-E-BROKER-POSITION-FOREIGN", ExitRefused,
+		"The target's sluice_cdc_state row for this stream was written by another writer (not a backup broker), with or without recovery flags.",
+		"Use another --stream-id, or, if that writer is retired, delete its row from sluice_cdc_state yourself.")
+	BrokerPositionCorrupt = register("SLUICE-E-BROKER-POSITION-CORRUPT", ExitRuntime,
+		"The broker's own sluice_cdc_state row is damaged (it does not decode or its checksum does not match); nothing was applied.",
+		"Run with --reset-target-data (discards the row and rebuilds the target from the chain), or, if you know which link the target holds, delete the stream's sluice_cdc_state row and run with --at-chain-id <that link>.")
+	BrokerAtChainIDConflict = register("SLUICE-E-BROKER-AT-CHAIN-ID-CONFLICT", ExitRuntime,
+		"--at-chain-id names another link than the one the stored position records as fully applied (or the broker is inside an incremental); nothing was applied.",
+		"Drop --at-chain-id to resume from the stored position, or use --reset-target-data. If you restored the target to another link yourself, delete the stream's rows from sluice_cdc_state and sluice_cdc_apply_marks first.")
+	BrokerChainMismatch = register("SLUICE-E-BROKER-CHAIN-MISMATCH", ExitRefused,
+		"The stored position belongs to another chain than the one at --backup-target.",
+		"Point --backup-target at the chain the stream was replaying, use another --stream-id, or rebuild with --reset-target-data.")
+	BrokerColdStartPartial = register("SLUICE-E-BROKER-COLD-START-PARTIAL", ExitRuntime,
+		"A --reset-target-data cold start was interrupted after its drop began: the target holds a partial restore and no position.",
+		"Run again with --reset-target-data. Never start this target with --at-chain-id.")
+	BrokerIncrementalPartial = register("SLUICE-E-BROKER-INCREMENTAL-PARTIAL", ExitRuntime,
+		"The broker was cancelled while applying an incremental: part of it may be committed and the position is inside it.",
+		"Run the same command again: it resumes at the first source transaction not durably applied, exactly once.")
+	BrokerIncrementalRewritten = register("SLUICE-E-BROKER-INCREMENTAL-REWRITTEN", ExitRefused,
+		"The incremental the broker's position is inside was rewritten between two runs (another link follows the last applied one, its chunk list differs, or it holds fewer records than the position counted).",
+		"The skip would be counted over a different stream of changes. Rebuild the target with --reset-target-data.")
+	BrokerFenced = register("SLUICE-E-BROKER-FENCED", ExitRuntime,
+		"Another run of the same stream took over the position row; this run's transaction was rolled back.",
+		"Nothing to do if the other run is the one you want; otherwise stop it. Two appliers never both advance a stream.")
+	ApplyMarksUnavailable = register("SLUICE-E-APPLY-MARKS-UNAVAILABLE", ExitRefused,
+		"The target role may not create or write sluice_cdc_state / sluice_cdc_apply_marks, so the replay cannot be made exactly-once.",
+		"Grant the target role CREATE on the public schema (or create both tables as their owner and grant it INSERT, UPDATE, DELETE, SELECT).")
+	ResetNotConfirmed = register("SLUICE-E-RESET-NOT-CONFIRMED", ExitUsage,
+		"--reset-target-data drops the target's tables and was not confirmed.",
+		"Type reset at the prompt, or pass --yes when no one can answer it (scripts, CI).")
+)
+
 // Workflow-level outcomes.
 var (
 	AlreadyRunning = register("SLUICE-E-ALREADY-RUNNING", ExitRefused,

@@ -1,0 +1,363 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+
+	"github.com/sluicehq/sluice/internal/apply"
+	"github.com/sluicehq/sluice/internal/chain"
+	"github.com/sluicehq/sluice/internal/credentials"
+	"github.com/sluicehq/sluice/internal/errcode"
+	pgtarget "github.com/sluicehq/sluice/internal/target/postgres"
+)
+
+// BrokerParams name a broker stream: its chain, its target and its ID.
+type BrokerParams struct {
+	Store  StoreRef           `json:"store"`
+	Target credentials.DSNRef `json:"target"`
+	Stream string             `json:"stream"`
+}
+
+// BrokerStartParams choose the start mode.
+type BrokerStartParams struct {
+	BrokerParams
+	Reset     bool   `json:"reset,omitempty"`
+	AtChainID string `json:"at_chain_id,omitempty"`
+}
+
+// Start modes.
+const (
+	ModeWarm      = "warm-resume"
+	ModeAtChainID = "at-chain-id"
+	ModeReset     = "reset-target-data"
+)
+
+// BrokerStart is where a broker run begins.
+type BrokerStart struct {
+	Mode        string `json:"mode"`
+	ChainID     string `json:"chain_id"`
+	LastApplied string `json:"last_applied,omitempty"`
+	InProgress  string `json:"in_progress,omitempty"`
+	// Tail is the link a reset restores through.
+	Tail string `json:"tail,omitempty"`
+}
+
+func (a *Activities) brokerTarget(ctx context.Context, p BrokerParams) (*chain.Chain, string, error) {
+	dsn, err := p.Target.Resolve()
+	if err != nil {
+		return nil, "", err
+	}
+	ch, err := a.openChain(ctx, p.Store)
+	if err != nil {
+		return nil, "", err
+	}
+	return ch, dsn, nil
+}
+
+// PrepareBroker decides the start mode from the target's stored position and
+// the flags, refusing before anything is written when the combination is
+// unsafe. A reset clears the stream's position and marks here, after its
+// checks; the restore that follows is a child workflow.
+func (a *Activities) PrepareBroker(ctx context.Context, p BrokerStartParams) (BrokerStart, error) {
+	res, err := a.prepareBroker(ctx, p)
+	return res, temporalError(err)
+}
+
+func (a *Activities) prepareBroker(ctx context.Context, p BrokerStartParams) (BrokerStart, error) {
+	ch, dsn, err := a.brokerTarget(ctx, p.BrokerParams)
+	if err != nil {
+		return BrokerStart{}, err
+	}
+	cat, err := ch.LoadCatalog(ctx)
+	if err != nil {
+		return BrokerStart{}, err
+	}
+	if err := chain.ValidateCatalog(cat); err != nil {
+		return BrokerStart{}, err
+	}
+	conn, err := pgtarget.Connect(ctx, dsn)
+	if err != nil {
+		return BrokerStart{}, err
+	}
+	defer conn.Close(context.Background())
+	if err := pgtarget.EnsureControlTables(ctx, conn); err != nil {
+		return BrokerStart{}, err
+	}
+	row, found, err := pgtarget.ReadState(ctx, conn, p.Stream)
+	if err != nil {
+		return BrokerStart{}, err
+	}
+	var tok apply.Token
+	var decodeErr error
+	if found {
+		tok, decodeErr = apply.Decode(row.Token, row.Checksum)
+		if errors.Is(decodeErr, apply.ErrForeign) {
+			return BrokerStart{}, errcode.Wrap(errcode.BrokerPositionForeign, decodeErr, "stream %q in sluice_cdc_state", p.Stream)
+		}
+	}
+	if p.Reset {
+		// Checks first: the chain verifies through its tail. Only then is
+		// the position (damaged or not) cleared.
+		if err := ch.Verify(ctx, cat, ""); err != nil {
+			return BrokerStart{}, err
+		}
+		tx, err := conn.Begin(ctx)
+		if err != nil {
+			return BrokerStart{}, fmt.Errorf("begin reset: %w", err)
+		}
+		defer tx.Rollback(context.Background())
+		if err := pgtarget.ClearStream(ctx, tx, p.Stream); err != nil {
+			return BrokerStart{}, err
+		}
+		if err := tx.Commit(ctx); err != nil {
+			return BrokerStart{}, fmt.Errorf("commit reset: %w", err)
+		}
+		return BrokerStart{Mode: ModeReset, ChainID: cat.ChainID, Tail: cat.Tip().ID}, nil
+	}
+	if found && decodeErr != nil {
+		return BrokerStart{}, errcode.Wrap(errcode.BrokerPositionCorrupt, decodeErr, "stream %q in sluice_cdc_state", p.Stream)
+	}
+	if found && tok.ChainID != cat.ChainID {
+		return BrokerStart{}, errcode.New(errcode.BrokerChainMismatch, "stream %q holds a position in chain %s; %s holds chain %s", p.Stream, tok.ChainID, p.Store.URL, cat.ChainID)
+	}
+	if p.AtChainID != "" {
+		if _, _, ok := cat.Find(p.AtChainID); !ok {
+			return BrokerStart{}, errcode.New(errcode.LinkNotFound, "--at-chain-id %s: the chain at %s has no such link", p.AtChainID, p.Store.URL)
+		}
+		if found {
+			if tok.LastApplied != p.AtChainID || tok.InProgress != nil {
+				inside := ""
+				if tok.InProgress != nil {
+					inside = fmt.Sprintf(", and it is inside incremental %s", tok.InProgress.Incremental)
+				}
+				return BrokerStart{}, errcode.New(errcode.BrokerAtChainIDConflict, "--at-chain-id %s, but the stored position records %s as last fully applied%s", p.AtChainID, tok.LastApplied, inside)
+			}
+			return startOf(ModeWarm, tok), nil
+		}
+		tx, err := conn.Begin(ctx)
+		if err != nil {
+			return BrokerStart{}, fmt.Errorf("begin: %w", err)
+		}
+		defer tx.Rollback(context.Background())
+		// Marks of an earlier run under this stream ID must not skip a change
+		// this target never received.
+		if err := pgtarget.ClearStream(ctx, tx, p.Stream); err != nil {
+			return BrokerStart{}, err
+		}
+		tok = apply.Token{Engine: apply.EngineBroker, Stream: p.Stream, ChainID: cat.ChainID, LastApplied: p.AtChainID}
+		if err := pgtarget.WriteState(ctx, tx, tok); err != nil {
+			return BrokerStart{}, err
+		}
+		if err := tx.Commit(ctx); err != nil {
+			return BrokerStart{}, fmt.Errorf("commit: %w", err)
+		}
+		return startOf(ModeAtChainID, tok), nil
+	}
+	if !found {
+		return BrokerStart{}, errcode.New(errcode.BrokerNoPosition, "the target holds no position for stream %q; start it with --reset-target-data or --at-chain-id <ID>", p.Stream)
+	}
+	return startOf(ModeWarm, tok), nil
+}
+
+func startOf(mode string, t apply.Token) BrokerStart {
+	s := BrokerStart{Mode: mode, ChainID: t.ChainID, LastApplied: t.LastApplied}
+	if t.InProgress != nil {
+		s.InProgress = t.InProgress.Incremental
+	}
+	return s
+}
+
+// InitPositionParams set a stream's position after a cold start.
+type InitPositionParams struct {
+	BrokerParams
+	ChainID     string `json:"chain_id"`
+	LastApplied string `json:"last_applied"`
+}
+
+// InitBrokerPosition writes the stream's first position after a reset
+// restored the chain through LastApplied.
+func (a *Activities) InitBrokerPosition(ctx context.Context, p InitPositionParams) error {
+	dsn, err := p.Target.Resolve()
+	if err != nil {
+		return temporalError(err)
+	}
+	conn, err := pgtarget.Connect(ctx, dsn)
+	if err != nil {
+		return temporalError(err)
+	}
+	defer conn.Close(context.Background())
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		return temporalError(fmt.Errorf("begin: %w", err))
+	}
+	defer tx.Rollback(context.Background())
+	if err := pgtarget.ClearStream(ctx, tx, p.Stream); err != nil {
+		return temporalError(err)
+	}
+	tok := apply.Token{Engine: apply.EngineBroker, Stream: p.Stream, ChainID: p.ChainID, LastApplied: p.LastApplied}
+	if err := pgtarget.WriteState(ctx, tx, tok); err != nil {
+		return temporalError(err)
+	}
+	return temporalError(tx.Commit(ctx))
+}
+
+// WaitParams bound one wait for new links.
+type WaitParams struct {
+	BrokerParams
+	// After is the last link applied.
+	After string `json:"after"`
+	// PollInterval is how often the catalog is read.
+	PollInterval time.Duration `json:"poll_interval"`
+	// MaxWait returns an empty answer after this long (bounds the activity).
+	MaxWait time.Duration `json:"max_wait"`
+	// StopAfter: a stop marker written after it ends the wait.
+	StopAfter time.Time `json:"stop_after"`
+}
+
+// PendingLink is an incremental to apply and the link the position must
+// record before it.
+type PendingLink struct {
+	ID           string    `json:"id"`
+	ExpectedLast string    `json:"expected_last"`
+	Changes      int64     `json:"changes"`
+	CreatedAt    time.Time `json:"created_at"`
+}
+
+// WaitResult is what a wait found.
+type WaitResult struct {
+	Pending []PendingLink `json:"pending,omitempty"`
+	Stop    bool          `json:"stop,omitempty"`
+	// TipCreatedAt is when the chain's newest link was written.
+	TipCreatedAt time.Time `json:"tip_created_at"`
+}
+
+// WaitForLinks polls the catalog every PollInterval until incrementals
+// follow After (fulls of later segments are skipped: the closing
+// incremental of a segment ends where the next segment's first begins), a
+// stop marker for the stream appears, or MaxWait passes. It heartbeats, so a
+// quiet chain costs no history while it waits.
+func (a *Activities) WaitForLinks(ctx context.Context, p WaitParams) (WaitResult, error) {
+	res, err := a.waitForLinks(ctx, p)
+	return res, temporalError(err)
+}
+
+func (a *Activities) waitForLinks(ctx context.Context, p WaitParams) (WaitResult, error) {
+	ch, err := a.openChain(ctx, p.Store)
+	if err != nil {
+		return WaitResult{}, err
+	}
+	if p.PollInterval <= 0 {
+		p.PollInterval = 10 * time.Second
+	}
+	deadline := time.Now().Add(p.MaxWait)
+	for {
+		activity.RecordHeartbeat(ctx, map[string]any{"waiting_after": p.After})
+		cat, err := ch.LoadCatalog(ctx)
+		if err != nil {
+			return WaitResult{}, err
+		}
+		res := WaitResult{TipCreatedAt: cat.Tip().CreatedAt}
+		links := cat.Links()
+		start := -1
+		for i, l := range links {
+			if l.ID == p.After {
+				start = i
+			}
+		}
+		if start < 0 {
+			return WaitResult{}, errcode.New(errcode.LinkNotFound, "the stream's position names link %s, which the chain at %s no longer lists", p.After, p.Store.URL)
+		}
+		last := p.After
+		for _, l := range links[start+1:] {
+			if l.Kind != chain.KindIncremental {
+				continue
+			}
+			res.Pending = append(res.Pending, PendingLink{ID: l.ID, ExpectedLast: last, Changes: l.Changes, CreatedAt: l.CreatedAt})
+			last = l.ID
+		}
+		if len(res.Pending) > 0 {
+			return res, nil
+		}
+		for _, stream := range []string{p.Stream, ""} {
+			m, ok, err := ch.GetStopMarker(ctx, chain.RoleBroker, stream)
+			if err == nil && ok && !m.RequestedAt.Before(p.StopAfter) {
+				res.Stop = true
+				return res, nil
+			}
+		}
+		if p.MaxWait > 0 && time.Now().After(deadline) {
+			return res, nil
+		}
+		select {
+		case <-ctx.Done():
+			return WaitResult{}, ctx.Err()
+		case <-time.After(p.PollInterval):
+		}
+	}
+}
+
+// BrokerApplyParams name one incremental to apply for a stream.
+type BrokerApplyParams struct {
+	BrokerParams
+	Link        PendingLink `json:"link"`
+	Concurrency int         `json:"concurrency"`
+}
+
+// BrokerApplyResult reports an applied incremental.
+type BrokerApplyResult struct {
+	Applied int64 `json:"applied"`
+	Skipped int64 `json:"skipped"`
+	Resumed bool  `json:"resumed,omitempty"`
+}
+
+// ApplyBrokerIncremental takes the stream's lease (fencing any older run)
+// and applies one incremental exactly once, resuming from the target's
+// position when a previous attempt stopped inside it.
+func (a *Activities) ApplyBrokerIncremental(ctx context.Context, p BrokerApplyParams) (BrokerApplyResult, error) {
+	ch, dsn, err := a.brokerTarget(ctx, p.BrokerParams)
+	if err != nil {
+		return BrokerApplyResult{}, temporalError(err)
+	}
+	cat, err := ch.LoadCatalog(ctx)
+	if err != nil {
+		return BrokerApplyResult{}, temporalError(err)
+	}
+	m, err := a.manifest(ctx, ch, p.Link.ID)
+	if err != nil {
+		return BrokerApplyResult{}, temporalError(err)
+	}
+	schema, err := ch.SchemaAt(ctx, cat, m.Parent)
+	if err != nil {
+		return BrokerApplyResult{}, temporalError(err)
+	}
+	info := activity.GetInfo(ctx)
+	owner := fmt.Sprintf("%s/%s/%d", info.WorkflowExecution.RunID, info.ActivityID, info.Attempt)
+	if err := pgtarget.ClaimStream(ctx, dsn, p.Stream, owner); err != nil {
+		return BrokerApplyResult{}, temporalError(err)
+	}
+	var applied atomic.Int64
+	stop := a.heartbeat(ctx, func() any { return map[string]any{"incremental": m.ID, "applied": applied.Load()} })
+	defer stop()
+	r, err := pgtarget.ApplyIncrementalForBroker(ctx, ch, m, schema, pgtarget.BrokerApply{
+		DSN: dsn, Stream: p.Stream, Owner: owner, Lanes: p.Concurrency, ExpectedLast: p.Link.ExpectedLast,
+		Progress: func(n int64) { applied.Store(n) },
+	})
+	if err != nil {
+		return BrokerApplyResult{}, temporalError(err)
+	}
+	return BrokerApplyResult{Applied: r.Applied, Skipped: r.Skipped, Resumed: r.Resumed}, nil
+}
+
+// RequestBrokerStop writes a stream's stop marker into the store.
+func (a *Activities) RequestBrokerStop(ctx context.Context, p BrokerParams) error {
+	ch, err := a.openChain(ctx, p.Store)
+	if err != nil {
+		return temporalError(err)
+	}
+	return temporalError(ch.PutStopMarker(ctx, chain.RoleBroker, p.Stream, chain.StopMarker{RequestedAt: time.Now(), By: "stop signal"}))
+}

@@ -1,0 +1,133 @@
+// Package apply holds the engine-independent parts of replaying a chain into
+// a target: the broker's position token and its checksum, apply identities
+// and the marks that make a re-delivered change a no-op, and lane routing.
+package apply
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/chain"
+)
+
+// Engine markers of position tokens.
+const (
+	// EngineBroker marks a token written by this broker.
+	EngineBroker = "backup-broker-v2"
+	// EngineBrokerClassic marks a token of the classic broker format, which
+	// this broker recognises as a broker's but does not resume from.
+	EngineBrokerClassic = "backup-broker"
+)
+
+// Token is the broker's position for one stream, stored in the target in the
+// same transaction as the rows it describes.
+type Token struct {
+	Engine string `json:"_engine"`
+	Stream string `json:"stream"`
+	// ChainID is the chain the position belongs to.
+	ChainID string `json:"chain_id"`
+	// LastApplied is the last link fully applied (a full after a cold start).
+	LastApplied string `json:"last_applied"`
+	// InProgress is set while the broker is inside an incremental.
+	InProgress *Progress `json:"in_progress,omitempty"`
+	// Owner is the lease of the run that may advance the position: every
+	// apply transaction checks it, so a zombie of an older run is fenced.
+	Owner string `json:"owner,omitempty"`
+	// Changes counts the changes this stream has applied since its start.
+	Changes int64 `json:"changes,omitempty"`
+	// UpdatedAt is when the position last moved.
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// Progress is a position inside an incremental.
+type Progress struct {
+	Incremental string `json:"incremental"`
+	// ChunksDigest identifies the incremental's chunk list, so a rewritten
+	// incremental is never resumed into.
+	ChunksDigest string `json:"chunks_digest"`
+	// AppliedThrough counts the records (begin and commit included) applied
+	// from the start of the incremental; it always ends at a transaction
+	// boundary every lane has committed.
+	AppliedThrough int64 `json:"applied_through"`
+}
+
+// ErrForeign is returned by Decode for a row written by another writer.
+var ErrForeign = errors.New("position written by another writer")
+
+// ErrCorrupt is returned by Decode for a broker row that does not decode or
+// whose checksum does not match.
+var ErrCorrupt = errors.New("broker position is damaged")
+
+// Encode returns the token's stored text and its checksum.
+func (t Token) Encode() (text, checksum string, err error) {
+	t.UpdatedAt = chain.NormalizeTime(t.UpdatedAt)
+	b, err := json.Marshal(t)
+	if err != nil {
+		return "", "", fmt.Errorf("encode position token: %w", err)
+	}
+	return string(b), Checksum(string(b)), nil
+}
+
+// Checksum is the hex SHA-256 of a token's text.
+func Checksum(text string) string {
+	sum := sha256.Sum256([]byte(text))
+	return hex.EncodeToString(sum[:])
+}
+
+var engineMarker = regexp.MustCompile(`"_engine"\s*:\s*"([^"]*)"`)
+
+// EngineOf reads a token's _engine marker even from text that does not
+// decode as a whole; "" when there is none.
+func EngineOf(text string) string {
+	m := engineMarker.FindStringSubmatch(text)
+	if m == nil {
+		return ""
+	}
+	return m[1]
+}
+
+// Decode checks and decodes a stored token. A row without a broker marker is
+// ErrForeign; a broker row that does not decode, fails its checksum or is of
+// the classic format is ErrCorrupt (wrapped with what is wrong).
+func Decode(text, checksum string) (Token, error) {
+	engine := EngineOf(text)
+	if engine != EngineBroker && engine != EngineBrokerClassic {
+		if engine == "" {
+			return Token{}, fmt.Errorf("%w: its token carries no _engine marker", ErrForeign)
+		}
+		return Token{}, fmt.Errorf("%w: its token's _engine is %q", ErrForeign, engine)
+	}
+	if engine == EngineBrokerClassic {
+		return Token{}, fmt.Errorf("%w: the token is of the classic broker format", ErrCorrupt)
+	}
+	if Checksum(text) != checksum {
+		return Token{}, fmt.Errorf("%w: checksum mismatch", ErrCorrupt)
+	}
+	var t Token
+	if err := json.Unmarshal([]byte(text), &t); err != nil {
+		return Token{}, fmt.Errorf("%w: %v", ErrCorrupt, err)
+	}
+	if t.ChainID == "" || t.LastApplied == "" {
+		return Token{}, fmt.Errorf("%w: it names no chain or link", ErrCorrupt)
+	}
+	if t.InProgress != nil && (t.InProgress.Incremental == "" || t.InProgress.AppliedThrough < 0) {
+		return Token{}, fmt.Errorf("%w: its in-progress position is malformed", ErrCorrupt)
+	}
+	return t, nil
+}
+
+// ChunksDigest identifies an incremental's chunk list: the SHA-256 of its
+// chunks' digests in order.
+func ChunksDigest(m *chain.Manifest) string {
+	h := sha256.New()
+	for _, c := range m.Chunks {
+		h.Write([]byte(c.SHA256))
+		h.Write([]byte{'\n'})
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}

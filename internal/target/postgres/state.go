@@ -1,0 +1,253 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/sluicehq/sluice/internal/apply"
+	"github.com/sluicehq/sluice/internal/errcode"
+)
+
+// Control tables of the broker in the target's public schema.
+const (
+	stateTable = "public.sluice_cdc_state"
+	marksTable = "public.sluice_cdc_apply_marks"
+)
+
+// EnsureControlTables creates the broker's position and marks tables when
+// they are missing.
+func EnsureControlTables(ctx context.Context, conn *pgx.Conn) error {
+	_, err := conn.Exec(ctx, `
+		CREATE TABLE IF NOT EXISTS `+stateTable+` (
+			stream_id  text PRIMARY KEY,
+			token      text NOT NULL,
+			checksum   text NOT NULL,
+			updated_at timestamptz NOT NULL DEFAULT now());
+		CREATE TABLE IF NOT EXISTS `+marksTable+` (
+			stream_id  text   NOT NULL,
+			link_id    text   NOT NULL,
+			xid        bigint NOT NULL,
+			commit_lsn bigint NOT NULL,
+			ordinals   int[]  NOT NULL,
+			PRIMARY KEY (stream_id, xid, commit_lsn, link_id, ordinals));`)
+	if err != nil {
+		return marksErr(err, "create the broker's control tables")
+	}
+	return nil
+}
+
+// marksErr codes a failure to create or write the control tables.
+func marksErr(err error, what string) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "42501" {
+		return errcode.Wrap(errcode.ApplyMarksUnavailable, err, "%s", what)
+	}
+	return classify(err, what)
+}
+
+// StateRow is a stream's stored position as it is, before decoding.
+type StateRow struct {
+	Token, Checksum string
+}
+
+// ReadState returns the stream's stored row; ok is false when there is none.
+func ReadState(ctx context.Context, q interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}, stream string) (StateRow, bool, error) {
+	var r StateRow
+	err := q.QueryRow(ctx, `SELECT token, checksum FROM `+stateTable+` WHERE stream_id = $1`, stream).Scan(&r.Token, &r.Checksum)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return r, false, nil
+	}
+	if err != nil {
+		return r, false, classify(err, "read "+stateTable)
+	}
+	return r, true, nil
+}
+
+// WriteState stores a token for its stream (insert or replace) in tx.
+func WriteState(ctx context.Context, tx pgx.Tx, t apply.Token) error {
+	t.UpdatedAt = time.Now()
+	text, sum, err := t.Encode()
+	if err != nil {
+		return err
+	}
+	_, err = tx.Exec(ctx, `INSERT INTO `+stateTable+` (stream_id, token, checksum, updated_at) VALUES ($1, $2, $3, now())
+		ON CONFLICT (stream_id) DO UPDATE SET token = EXCLUDED.token, checksum = EXCLUDED.checksum, updated_at = now()`, t.Stream, text, sum)
+	if err != nil {
+		return classify(err, "write "+stateTable)
+	}
+	return nil
+}
+
+// ClearStream deletes a stream's position and all its marks in tx.
+func ClearStream(ctx context.Context, tx pgx.Tx, stream string) error {
+	if _, err := tx.Exec(ctx, `DELETE FROM `+stateTable+` WHERE stream_id = $1`, stream); err != nil {
+		return classify(err, "clear "+stateTable)
+	}
+	if _, err := tx.Exec(ctx, `DELETE FROM `+marksTable+` WHERE stream_id = $1`, stream); err != nil {
+		return marksErr(err, "clear "+marksTable)
+	}
+	return nil
+}
+
+// LockOwned locks the stream's position row in tx (share or update) and
+// checks that owner still holds the lease: a run whose lease was taken over
+// is a zombie, and its transaction must not commit.
+func LockOwned(ctx context.Context, tx pgx.Tx, stream, owner string, forUpdate bool) (apply.Token, error) {
+	lock := "FOR SHARE"
+	if forUpdate {
+		lock = "FOR UPDATE"
+	}
+	var text, sum string
+	err := tx.QueryRow(ctx, `SELECT token, checksum FROM `+stateTable+` WHERE stream_id = $1 `+lock, stream).Scan(&text, &sum)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return apply.Token{}, errcode.New(errcode.BrokerFenced, "stream %s lost its position row while applying", stream)
+	}
+	if err != nil {
+		return apply.Token{}, classify(err, "lock "+stateTable)
+	}
+	t, err := apply.Decode(text, sum)
+	if err != nil {
+		return apply.Token{}, errcode.Wrap(errcode.BrokerPositionCorrupt, err, "stream %s", stream)
+	}
+	if t.Owner != owner {
+		return apply.Token{}, errcode.New(errcode.BrokerFenced, "stream %s is now applied by run %s; this run (%s) stops", stream, t.Owner, owner)
+	}
+	return t, nil
+}
+
+// ReadMarks loads every mark of a stream.
+func ReadMarks(ctx context.Context, conn *pgx.Conn, stream string) (apply.Marks, error) {
+	rows, err := conn.Query(ctx, `SELECT xid, commit_lsn, ordinals FROM `+marksTable+` WHERE stream_id = $1`, stream)
+	if err != nil {
+		return nil, marksErr(err, "read "+marksTable)
+	}
+	defer rows.Close()
+	m := apply.Marks{}
+	for rows.Next() {
+		var xid, lsn int64
+		var ords []int32
+		if err := rows.Scan(&xid, &lsn, &ords); err != nil {
+			return nil, marksErr(err, "read "+marksTable)
+		}
+		id := apply.Identity{XID: uint32(xid), CommitLSN: uint64(lsn)}
+		for _, o := range ords {
+			m.Add(id, uint32(o))
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, marksErr(err, "read "+marksTable)
+	}
+	return m, nil
+}
+
+// markBatch collects the marks one target transaction writes.
+type markBatch struct {
+	link string
+	ids  []apply.Identity
+	ords map[apply.Identity][]int32
+}
+
+func (b *markBatch) add(link string, id apply.Identity, ordinal uint32) {
+	if b.ords == nil {
+		b.ords = map[apply.Identity][]int32{}
+	}
+	b.link = link
+	if _, ok := b.ords[id]; !ok {
+		b.ids = append(b.ids, id)
+	}
+	b.ords[id] = append(b.ords[id], int32(ordinal))
+}
+
+func (b *markBatch) empty() bool { return len(b.ids) == 0 }
+
+func (b *markBatch) reset() {
+	b.ids = b.ids[:0]
+	for k := range b.ords {
+		delete(b.ords, k)
+	}
+}
+
+// write stores the batch's marks in tx.
+func (b *markBatch) write(ctx context.Context, tx pgx.Tx, stream string) error {
+	if b.empty() {
+		return nil
+	}
+	xids := make([]int64, len(b.ids))
+	lsns := make([]int64, len(b.ids))
+	ords := make([]string, len(b.ids))
+	for i, id := range b.ids {
+		xids[i], lsns[i] = int64(id.XID), int64(id.CommitLSN)
+		ords[i] = intArrayLiteral(b.ords[id])
+	}
+	_, err := tx.Exec(ctx, `INSERT INTO `+marksTable+` (stream_id, link_id, xid, commit_lsn, ordinals)
+		SELECT $1, $2, x, l, o::int[] FROM unnest($3::bigint[], $4::bigint[], $5::text[]) AS u(x, l, o)
+		ON CONFLICT DO NOTHING`, stream, b.link, xids, lsns, ords)
+	if err != nil {
+		return marksErr(err, "write "+marksTable)
+	}
+	return nil
+}
+
+func intArrayLiteral(v []int32) string {
+	b := make([]byte, 0, 2+len(v)*4)
+	b = append(b, '{')
+	for i, x := range v {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = fmt.Appendf(b, "%d", x)
+	}
+	return string(append(b, '}'))
+}
+
+// PruneMarks deletes a stream's marks of links other than keep: the
+// position covers them, and marks of the newest applied incremental stay to
+// catch a transaction delivered again at the start of the next one.
+func PruneMarks(ctx context.Context, tx pgx.Tx, stream string, keep ...string) error {
+	if _, err := tx.Exec(ctx, `DELETE FROM `+marksTable+` WHERE stream_id = $1 AND NOT (link_id = ANY($2))`, stream, keep); err != nil {
+		return marksErr(err, "prune "+marksTable)
+	}
+	return nil
+}
+
+// ClaimStream gives the stream's lease to owner: from its commit on, every
+// apply transaction of any other run fails its lease check and rolls back.
+func ClaimStream(ctx context.Context, dsn, stream, owner string) error {
+	conn, err := Connect(ctx, dsn)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		return classify(err, "begin claim")
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	var text, sum string
+	err = tx.QueryRow(ctx, `SELECT token, checksum FROM `+stateTable+` WHERE stream_id = $1 FOR UPDATE`, stream).Scan(&text, &sum)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return errcode.New(errcode.BrokerNoPosition, "the target holds no position for stream %q", stream)
+	}
+	if err != nil {
+		return classify(err, "lock "+stateTable)
+	}
+	t, err := apply.Decode(text, sum)
+	if err != nil {
+		return errcode.Wrap(errcode.BrokerPositionCorrupt, err, "stream %s", stream)
+	}
+	t.Owner = owner
+	if err := WriteState(ctx, tx, t); err != nil {
+		return err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return classify(err, "commit claim")
+	}
+	return nil
+}
