@@ -85,13 +85,13 @@ func (a *Activities) prepareBroker(ctx context.Context, p BrokerStartParams) (Br
 		return BrokerStart{}, err
 	}
 	defer conn.Close(context.Background())
-	if err := pgtarget.EnsureControlTables(ctx, conn); err != nil {
-		return BrokerStart{}, err
-	}
-	row, found, err := pgtarget.ReadState(ctx, conn, p.Stream)
+	// Nothing is written before the mode is decided: a refusal leaves the
+	// target as it was.
+	row, found, err := pgtarget.ReadStateIfAny(ctx, conn, p.Stream)
 	if err != nil {
 		return BrokerStart{}, err
 	}
+	ensure := func() error { return pgtarget.EnsureControlTables(ctx, conn) }
 	var tok apply.Token
 	var decodeErr error
 	if found {
@@ -104,6 +104,9 @@ func (a *Activities) prepareBroker(ctx context.Context, p BrokerStartParams) (Br
 		// Checks first: the chain verifies through its tail. Only then is
 		// the position (damaged or not) cleared.
 		if err := ch.Verify(ctx, cat, ""); err != nil {
+			return BrokerStart{}, err
+		}
+		if err := ensure(); err != nil {
 			return BrokerStart{}, err
 		}
 		tx, err := conn.Begin(ctx)
@@ -138,6 +141,9 @@ func (a *Activities) prepareBroker(ctx context.Context, p BrokerStartParams) (Br
 				return BrokerStart{}, errcode.New(errcode.BrokerAtChainIDConflict, "--at-chain-id %s, but the stored position records %s as last fully applied%s", p.AtChainID, tok.LastApplied, inside)
 			}
 			return startOf(ModeWarm, tok), nil
+		}
+		if err := ensure(); err != nil {
+			return BrokerStart{}, err
 		}
 		tx, err := conn.Begin(ctx)
 		if err != nil {

@@ -18,7 +18,7 @@
 #   BENCH_CHANGES=1000000   row changes to generate (inserts, updates, deletes).
 #   BENCH_DIR=/tmp/sluice-bench   work dir; this benchmark uses $BENCH_DIR/capture
 #                           (chain, logs, top samples, capture.json).
-#   BENCH_TOP=1             sample `top -b -n 1 -H` every BENCH_TOP_EVERY=5 s
+#   BENCH_TOP=1             sample `top -b -n 1 -H` every BENCH_TOP_EVERY=1 s
 #                           during each timed step into <step>.top (0: off).
 #   BENCH_KEEP=0            1: keep the databases, slots and subscription.
 #   BENCH_PG=postgres://postgres@127.0.0.1:5432   server (no password).
@@ -37,6 +37,9 @@
 #   - WAL bytes is pg_wal_lsn_diff of pg_current_wal_lsn() after and before the
 #     generation: the whole cluster's WAL for that span (generation is the only
 #     writer this script runs).
+#   - The sluice step is split, from the workflow history (when the temporal
+#     CLI is at hand), into the capture activity and the rest (starting and
+#     following the workflow).
 #   - CPU seconds per step, from /proc: the sluice-worker process, the step's
 #     walsender (the active pid of its slot), the subscription's apply worker,
 #     and all PostgreSQL server processes (live ones plus the postmaster's
@@ -48,12 +51,13 @@ ROOT=$PWD
 CHANGES=${BENCH_CHANGES:-1000000}
 DIR=${BENCH_DIR:-/tmp/sluice-bench}/capture
 TOP=${BENCH_TOP:-1}
-TOP_EVERY=${BENCH_TOP_EVERY:-5}
+TOP_EVERY=${BENCH_TOP_EVERY:-1}
 KEEP=${BENCH_KEEP:-0}
 PG=${BENCH_PG:-postgres://postgres@127.0.0.1:5432}
 SLUICE_STATE=${SLUICE_STATE:-$HOME/.local/state/sluice}
 ADMIN=${SLUICE_ADMIN_ADDR:-127.0.0.1:9464}
 SLUICE=$ROOT/bin/sluice
+TEMPORAL_CLI=$(command -v temporal || echo "${SLUICE_TOOLS:-$HOME/.cache/sluice/bin}/temporal")
 
 SRC=sluice_bench_cap_src
 SUB=sluice_bench_cap_sub
@@ -355,6 +359,20 @@ max_secs() {
 	awk -v c="$2" -v hz="$HZ" '$c + 0 > m { m = $c + 0 } END { printf "%.2f", m / hz }' "$DIR/$1.samples"
 }
 
+# activity_secs WORKFLOW_ID: seconds between the first activity's start and
+# its completion in the workflow's history ("null" without the temporal CLI).
+activity_secs() {
+	[[ -x $TEMPORAL_CLI ]] || {
+		echo null
+		return
+	}
+	"$TEMPORAL_CLI" workflow show -w "$1" -o json 2>/dev/null | jq -r '
+		def t: sub("\\.[0-9]+Z$"; "Z") as $s | (capture("\\.(?<f>[0-9]+)Z$").f // "0") as $f
+			| ($s | fromdateiso8601) + ("0." + $f | tonumber);
+		[.events[] | select(.eventType == "EVENT_TYPE_ACTIVITY_TASK_STARTED" or .eventType == "EVENT_TYPE_ACTIVITY_TASK_COMPLETED") | .eventTime | t]
+		| if length >= 2 then ((.[-1] - .[0]) * 1000 | round / 1000) else null end' 2>/dev/null || echo null
+}
+
 # --- main ------------------------------------------------------------------
 
 main() {
@@ -419,6 +437,9 @@ main() {
 	wt1=$(ticks "$wpid")
 	pt1=$(pg_ticks)
 	sluice_s=$(secs "$s_t0" "$s_t1")
+	local act_s
+	act_s=$(activity_secs "backup-incremental/file://$CHAIN")
+	[[ -n $act_s ]] || act_s=null
 	[[ $(worker_pid) == "$wpid" ]] || log "warning: the sluice worker restarted during the step; its CPU figure is unreliable"
 	local sluice_worker_cpu sluice_ws_cpu sluice_pg_cpu
 	sluice_worker_cpu=$(awk -v a="$wt0" -v b="$wt1" -v hz="$HZ" 'BEGIN { printf "%.2f", (b - a) / hz }')
@@ -494,7 +515,7 @@ main() {
 		--argjson inserts "$n_ins" --argjson updates "$n_upd" --argjson deletes "$n_del" \
 		--arg lsn_before "$lsn0" --arg lsn_after "$lsn1" --argjson wal_bytes "$wal_bytes" \
 		--argjson gen_seconds "$gen_s" \
-		--argjson s_seconds "$sluice_s" --argjson s_rate "$s_rate" --argjson s_changes "$m_changes" \
+		--argjson s_seconds "$sluice_s" --argjson s_activity "$act_s" --argjson s_rate "$s_rate" --argjson s_changes "$m_changes" \
 		--argjson s_tx "$m_tx" --argjson s_bytes "$m_bytes" --argjson s_raw "$m_raw" --argjson s_chunks "$m_chunks" \
 		--argjson bpc "$bpc" --argjson wal_mbs "$wal_mbs" --arg manifest "$(basename "$manifest")" \
 		--argjson s_worker_cpu "$sluice_worker_cpu" --argjson s_ws_cpu "$sluice_ws_cpu" --argjson s_pg_cpu "$sluice_pg_cpu" \
@@ -506,7 +527,7 @@ main() {
 			workload: {changes: $changes, transactions: $transactions, inserts: $inserts, updates: $updates, deletes: $deletes,
 				lsn_before: $lsn_before, lsn_after: $lsn_after, wal_bytes: $wal_bytes, generate_seconds: $gen_seconds,
 				final_rows: ($rows | split(" ") | map(tonumber) | {bench_wide: .[0], bench_narrow: .[1], bench_log: .[2]})},
-			sluice: {seconds: $s_seconds, changes_per_second: $s_rate, changes: $s_changes, transactions: $s_tx,
+			sluice: {seconds: $s_seconds, capture_activity_seconds: $s_activity, changes_per_second: $s_rate, changes: $s_changes, transactions: $s_tx,
 				chunks: $s_chunks, stored_bytes: $s_bytes, raw_bytes: $s_raw, bytes_per_change: $bpc, wal_mb_per_second: $wal_mbs,
 				manifest: $manifest, cpu_seconds: {worker: $s_worker_cpu, walsender: $s_ws_cpu, postgres_total: $s_pg_cpu}},
 			postgres: {seconds: $p_seconds, changes_per_second: $p_rate,
@@ -525,6 +546,7 @@ workload    $CHANGES changes ($n_ins ins, $n_upd upd, $n_del del) in $tx transac
 sluice capture     $(printf '%9s %12s' "$sluice_s" "$s_rate")   worker $sluice_worker_cpu / $sluice_ws_cpu / $sluice_pg_cpu
 PostgreSQL apply   $(printf '%9s %12s' "$pg_s" "$p_rate")   apply $pg_apply_cpu / $pg_ws_cpu / $pg_pg_cpu
 
+sluice: capture activity ${act_s}s of the ${sluice_s}s (the rest: starting and following the workflow)
 sluice: $m_changes changes, $m_tx transactions, $m_chunks chunks, $m_bytes bytes stored ($bpc bytes/change), $wal_mbs MB/s of WAL
 ratio sluice / PostgreSQL changes/s: $ratio
 results: $DIR/capture.json$([[ $TOP == 1 ]] && echo "; top -H samples: $DIR/sluice.top, $DIR/pg.top")

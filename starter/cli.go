@@ -48,7 +48,7 @@ func (c *cli) root() *cobra.Command {
 
 	backup := &cobra.Command{Use: "backup", Short: "Write backups into a chain"}
 	backup.AddCommand(c.backupFullCmd(), c.backupIncrementalCmd(), c.backupStreamCmd())
-	root.AddCommand(backup, c.restoreCmd())
+	root.AddCommand(backup, c.restoreCmd(), c.syncCmd())
 	return root
 }
 

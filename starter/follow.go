@@ -80,7 +80,7 @@ func (c *cli) start(ctx context.Context, l launch) error {
 		select {
 		case err := <-done:
 			if err != nil {
-				return c.failure(err, cancelled)
+				return c.failure(err)
 			}
 			if l.onSuccess != nil {
 				l.onSuccess()
@@ -113,9 +113,9 @@ func (c *cli) start(ctx context.Context, l launch) error {
 }
 
 // failure converts a workflow's failure into its code, hint and exit status.
-func (c *cli) failure(err error, cancelled bool) error {
+func (c *cli) failure(err error) error {
 	var canceled *temporal.CanceledError
-	if errors.As(err, &canceled) || cancelled {
+	if errors.As(err, &canceled) {
 		spec, _ := errcode.Lookup(errcode.Canceled)
 		return &workflowFailure{code: string(spec.Code), message: string(spec.Code) + ": the workflow was cancelled", hint: spec.Hint, exit: spec.Exit}
 	}

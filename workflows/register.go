@@ -13,5 +13,6 @@ func Register(r worker.Registry, acts *activities.Activities) {
 	r.RegisterWorkflow(ProducerWorkflow)
 	r.RegisterWorkflow(RotateWorkflow)
 	r.RegisterWorkflow(IncrementalWorkflow)
+	r.RegisterWorkflow(BrokerWorkflow)
 	r.RegisterActivity(acts)
 }

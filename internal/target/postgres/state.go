@@ -70,6 +70,19 @@ func ReadState(ctx context.Context, q interface {
 	return r, true, nil
 }
 
+// ReadStateIfAny is ReadState on a target that may not have the control
+// tables yet (then there is no row).
+func ReadStateIfAny(ctx context.Context, conn *pgx.Conn, stream string) (StateRow, bool, error) {
+	var exists bool
+	if err := conn.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, stateTable).Scan(&exists); err != nil {
+		return StateRow{}, false, classify(err, "look up "+stateTable)
+	}
+	if !exists {
+		return StateRow{}, false, nil
+	}
+	return ReadState(ctx, conn, stream)
+}
+
 // WriteState stores a token for its stream (insert or replace) in tx.
 func WriteState(ctx context.Context, tx pgx.Tx, t apply.Token) error {
 	t.UpdatedAt = time.Now()

@@ -1,0 +1,243 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+	"golang.org/x/term"
+
+	"github.com/sluicehq/sluice/activities"
+	"github.com/sluicehq/sluice/internal/blobstore"
+	"github.com/sluicehq/sluice/internal/chain"
+	"github.com/sluicehq/sluice/internal/errcode"
+	"github.com/sluicehq/sluice/workflows"
+)
+
+func brokerID(stream string) string { return "broker/" + stream }
+
+func (c *cli) syncCmd() *cobra.Command {
+	sync := &cobra.Command{Use: "sync", Short: "Replicate into a target"}
+	fb := &cobra.Command{Use: "from-backup", Short: "Replay a backup chain into a target, exactly once (the broker)"}
+	fb.AddCommand(c.brokerRunCmd(), c.brokerStopCmd(), c.brokerStatusCmd())
+	sync.AddCommand(fb)
+	return sync
+}
+
+func validStreamID(s string) error {
+	if s == "" {
+		return usageError("--stream-id is required: it names the stream's position in the target so a restart resumes it")
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.') {
+			return usageError("--stream-id %q: use letters, digits, '-', '_' and '.'", s)
+		}
+	}
+	return nil
+}
+
+func (c *cli) brokerRunCmd() *cobra.Command {
+	var store storeFlags
+	var tgt targetFlags
+	var backupTarget, stream, atChainID string
+	var concurrency int
+	var poll time.Duration
+	var reset, yes bool
+	cmd := &cobra.Command{
+		Use:   "run",
+		Short: "Tail the chain and apply every new incremental to the target",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			st, err := store.ref("--backup-target", backupTarget)
+			if err != nil {
+				return err
+			}
+			ref, name, err := tgt.ref()
+			if err != nil {
+				return err
+			}
+			if err := validStreamID(stream); err != nil {
+				return err
+			}
+			switch {
+			case concurrency < 1 || concurrency > 64:
+				return usageError("--apply-concurrency %d: give 1 to 64", concurrency)
+			case poll < 100*time.Millisecond || poll > time.Hour:
+				return usageError("--poll-interval %s: give 100ms to 1h", poll)
+			case reset && atChainID != "":
+				return usageError("--reset-target-data and --at-chain-id exclude each other: one rebuilds the target, the other asserts what it holds")
+			case yes && !reset:
+				return usageError("--yes confirms --reset-target-data; it means nothing alone")
+			}
+			if reset && !yes {
+				if err := c.confirmReset(name); err != nil {
+					return err
+				}
+			}
+			in := workflows.BrokerInput{
+				BrokerParams: activities.BrokerParams{Store: st, Target: ref, Stream: stream},
+				Concurrency:  concurrency, PollInterval: poll, Reset: reset, AtChainID: atChainID,
+			}
+			var res workflows.BrokerResult
+			return c.start(cmd.Context(), launch{
+				id:       brokerID(stream),
+				workflow: workflows.BrokerWorkflow,
+				input:    in,
+				attrs: temporal.NewSearchAttributes(
+					workflows.SearchAttrChain.ValueSet(st.URL),
+					workflows.SearchAttrStream.ValueSet(stream),
+					workflows.SearchAttrRole.ValueSet("broker")),
+				result:   &res,
+				progress: brokerProgress,
+				onSuccess: func() {
+					fmt.Fprintf(c.stdout, "broker %s %s: last applied %s, %d incrementals, %d changes applied\n",
+						stream, res.Status.Phase, res.Status.LastApplied, res.Status.Incrementals, res.Status.ChangesApplied)
+				},
+			})
+		},
+	}
+	store.bind(cmd)
+	tgt.bind(cmd)
+	cmd.Flags().StringVar(&backupTarget, "backup-target", "", "backup store URL of the chain: file:///path or s3://bucket/prefix")
+	cmd.Flags().StringVar(&stream, "stream-id", "", "names this stream's position in the target (required)")
+	cmd.Flags().IntVar(&concurrency, "apply-concurrency", 1, "lanes applying in parallel, hashed by table and key")
+	cmd.Flags().DurationVar(&poll, "poll-interval", 10*time.Second, "how often the chain's catalog is read for new links")
+	cmd.Flags().BoolVar(&reset, "reset-target-data", false, "drop the target's tables, restore the chain through its tail, then tail it")
+	cmd.Flags().BoolVar(&yes, "yes", false, "with --reset-target-data: do not ask for confirmation")
+	cmd.Flags().StringVar(&atChainID, "at-chain-id", "", "assert the target already holds the chain through this link, and tail from there")
+	cmd.Flags().BoolVar(&c.detach, "detach", false, "return once the workflow has started")
+	return cmd
+}
+
+// confirmReset asks the operator to type "reset"; without a terminal there
+// is nobody to ask, so --yes is required.
+func (c *cli) confirmReset(target string) error {
+	if !term.IsTerminal(int(os.Stdin.Fd())) {
+		return errcode.New(errcode.ResetNotConfirmed, "--reset-target-data would drop the chain's tables in %s, and no terminal is attached to confirm it", target)
+	}
+	fmt.Fprintf(c.stderr, "--reset-target-data drops the chain's tables in %s and restores them from the chain.\nType reset to go on: ", target)
+	line, _ := bufio.NewReader(os.Stdin).ReadString('\n')
+	if strings.TrimSpace(line) != "reset" {
+		return errcode.New(errcode.ResetNotConfirmed, "the reset of %s was not confirmed", target)
+	}
+	return nil
+}
+
+func brokerProgress(ctx context.Context, cl client.Client, id, runID string) string {
+	var st workflows.BrokerStatus
+	if !queryStatus(ctx, cl, id, runID, &st) {
+		return ""
+	}
+	line := fmt.Sprintf("%s: last applied %s, %d behind (%.0fs), %d changes applied", st.Phase, short(st.LastApplied), st.LinksBehind, st.SecondsBehind, st.ChangesApplied)
+	if st.LastError != "" {
+		line += "; last error: " + st.LastError
+	}
+	return line
+}
+
+func short(id string) string {
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
+}
+
+func (c *cli) brokerStopCmd() *cobra.Command {
+	var store storeFlags
+	var backupTarget, stream, reason string
+	cmd := &cobra.Command{
+		Use:   "stop",
+		Short: "Ask a broker (or every broker of the chain) to stop between incrementals; works from any host that reaches the store",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			st, err := store.ref("--backup-target", backupTarget)
+			if err != nil {
+				return err
+			}
+			if stream != "" {
+				if err := validStreamID(stream); err != nil {
+					return err
+				}
+			}
+			ctx := cmd.Context()
+			bs, err := blobstore.Open(ctx, st.URL, blobstore.Options{Endpoint: st.Endpoint, Region: st.Region, PathStyle: st.PathStyle})
+			if err != nil {
+				return errcode.Wrap(errcode.ConfigInvalid, err, "open backup store %s", st.URL)
+			}
+			host, _ := os.Hostname()
+			if err := chain.Open(bs).PutStopMarker(ctx, chain.RoleBroker, stream, chain.StopMarker{RequestedAt: time.Now(), By: host, Reason: reason}); err != nil {
+				return err
+			}
+			who := "every broker of the chain"
+			if stream != "" {
+				who = "broker " + stream
+			}
+			fmt.Fprintf(c.stdout, "stop marker written to %s; %s stops at its next tick\n", st.URL, who)
+			if stream == "" {
+				return nil
+			}
+			cl, err := c.temporal.Dial(ctx, nil)
+			if err != nil {
+				return nil
+			}
+			defer cl.Close()
+			if err := cl.SignalWorkflow(ctx, brokerID(stream), "", workflows.SignalStop, nil); err != nil {
+				var nf *serviceerror.NotFound
+				if !errors.As(err, &nf) {
+					fmt.Fprintf(c.stderr, "warning: could not signal %s: %v\n", brokerID(stream), err)
+				}
+			}
+			return nil
+		},
+	}
+	store.bind(cmd)
+	cmd.Flags().StringVar(&backupTarget, "backup-target", "", "backup store URL of the chain")
+	cmd.Flags().StringVar(&stream, "stream-id", "", "the stream to stop (default: every broker of the chain)")
+	cmd.Flags().StringVar(&reason, "reason", "", "free text recorded in the stop marker")
+	return cmd
+}
+
+func (c *cli) brokerStatusCmd() *cobra.Command {
+	var stream string
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "Show a broker's position, how far behind it is, what it applied and its health",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := validStreamID(stream); err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			cl, err := c.temporal.Dial(ctx, nil)
+			if err != nil {
+				return err
+			}
+			defer cl.Close()
+			res, err := cl.QueryWorkflow(ctx, brokerID(stream), "", workflows.QueryStatus)
+			if err != nil {
+				var nf *serviceerror.NotFound
+				if errors.As(err, &nf) {
+					return errcode.New(errcode.NotRunning, "no broker workflow %s", brokerID(stream))
+				}
+				return errcode.Wrap(errcode.TemporalUnreachable, err, "query %s", brokerID(stream))
+			}
+			var st workflows.BrokerStatus
+			if err := res.Get(&st); err != nil {
+				return fmt.Errorf("decode status: %w", err)
+			}
+			return c.printStatus(st, asJSON)
+		},
+	}
+	cmd.Flags().StringVar(&stream, "stream-id", "", "the stream (required)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the status as JSON")
+	return cmd
+}

@@ -1,0 +1,252 @@
+package workflows
+
+import (
+	"errors"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/sluicehq/sluice/activities"
+	"github.com/sluicehq/sluice/internal/errcode"
+)
+
+// BrokerInput starts a BrokerWorkflow.
+type BrokerInput struct {
+	activities.BrokerParams
+	Concurrency  int           `json:"concurrency"`
+	PollInterval time.Duration `json:"poll_interval"`
+	Reset        bool          `json:"reset,omitempty"`
+	AtChainID    string        `json:"at_chain_id,omitempty"`
+	// Carried over continue-as-new.
+	State *BrokerStatus `json:"state,omitempty"`
+}
+
+// BrokerStatus is what the broker's status query returns.
+type BrokerStatus struct {
+	Phase       string    `json:"phase"`
+	Mode        string    `json:"mode,omitempty"`
+	Stream      string    `json:"stream"`
+	ChainID     string    `json:"chain_id,omitempty"`
+	StartedAt   time.Time `json:"started_at"`
+	LastApplied string    `json:"last_applied,omitempty"`
+	// Applying is the incremental being applied, if any.
+	Applying string `json:"applying,omitempty"`
+	// LinksBehind counts incrementals the chain holds beyond the position.
+	LinksBehind int `json:"links_behind"`
+	// SecondsBehind is the age of the oldest incremental not yet applied
+	// (0 when caught up).
+	SecondsBehind float64 `json:"seconds_behind"`
+	// LastAppliedCreatedAt is when the last applied link was written.
+	LastAppliedCreatedAt time.Time `json:"last_applied_created_at,omitempty"`
+	Incrementals         int64     `json:"incrementals_applied"`
+	ChangesApplied       int64     `json:"changes_applied"`
+	ChangesSkipped       int64     `json:"changes_skipped"`
+	LastPollAt           time.Time `json:"last_poll_at,omitempty"`
+	LastError            string    `json:"last_error,omitempty"`
+	StopRequested        bool      `json:"stop_requested,omitempty"`
+}
+
+// BrokerResult is how a broker run ended.
+type BrokerResult struct {
+	Status BrokerStatus `json:"status"`
+}
+
+func brokerApplyActivity(ctx workflow.Context, id string) workflow.Context {
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 24 * time.Hour,
+		HeartbeatTimeout:    10 * time.Second,
+		Summary:             "apply incremental " + id,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second, MaximumAttempts: 5,
+		},
+	})
+}
+
+func waitActivity(ctx workflow.Context) workflow.Context {
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 30 * time.Minute,
+		HeartbeatTimeout:    30 * time.Second,
+		Summary:             "wait for new links",
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second, MaximumAttempts: 5,
+		},
+	})
+}
+
+// brokerMaxWait bounds one wait activity; a quiet chain costs a few history
+// events per brokerMaxWait.
+const brokerMaxWait = 5 * time.Minute
+
+// BrokerWorkflow replays a chain into a target exactly once: it decides the
+// start mode, cold-starts through a child restore when asked, then waits for
+// new incrementals and applies each in chain order. Signal stop and the
+// store's stop marker end it between incrementals (exit 0); a cancellation
+// inside an incremental ends it with BROKER-INCREMENTAL-PARTIAL.
+func BrokerWorkflow(ctx workflow.Context, in BrokerInput) (BrokerResult, error) {
+	st := BrokerStatus{Stream: in.Stream, Phase: "starting"}
+	if in.State != nil {
+		st = *in.State
+	} else {
+		st.StartedAt = workflow.Now(ctx)
+	}
+	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (BrokerStatus, error) { return st, nil }); err != nil {
+		return BrokerResult{}, err
+	}
+	stopCh := workflow.GetSignalChannel(ctx, SignalStop)
+	stopped := func() bool {
+		for stopCh.ReceiveAsync(nil) {
+			st.StopRequested = true
+		}
+		return st.StopRequested
+	}
+	// cancelled ends the run after a cancellation: cleanly between units of
+	// work, with the given code inside one.
+	cancelled := func(code errcode.Code, msg string) (BrokerResult, error) {
+		st.Phase = "cancelled"
+		if code == "" {
+			return BrokerResult{Status: st}, nil
+		}
+		return BrokerResult{Status: st}, temporal.NewNonRetryableApplicationError(string(code)+": "+msg, string(code), nil)
+	}
+
+	if in.State == nil {
+		var start activities.BrokerStart
+		err := workflow.ExecuteActivity(shortActivity(ctx, "check the target and choose the start mode"), a.PrepareBroker,
+			activities.BrokerStartParams{BrokerParams: in.BrokerParams, Reset: in.Reset, AtChainID: in.AtChainID}).Get(ctx, &start)
+		if err != nil {
+			if isCanceled(ctx, err) {
+				return cancelled("", "")
+			}
+			return BrokerResult{Status: st}, err
+		}
+		st.Mode, st.ChainID, st.LastApplied = start.Mode, start.ChainID, start.LastApplied
+		if start.Mode == activities.ModeReset {
+			// The drop begins now: from here an interruption leaves a partial
+			// restore and no position.
+			st.Phase = "cold start: restoring the chain"
+			cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
+				WorkflowID: workflow.GetInfo(ctx).WorkflowExecution.ID + "/reset-" + workflow.GetInfo(ctx).WorkflowExecution.RunID[:8],
+			})
+			var rr RestoreResult
+			err := workflow.ExecuteChildWorkflow(cctx, RestoreWorkflow, RestoreInput{
+				Store: in.Store, Target: in.Target, Parallel: 2, Replace: true, Through: start.Tail,
+			}).Get(ctx, &rr)
+			if err == nil {
+				err = workflow.ExecuteActivity(shortActivity(ctx, "write the position"), a.InitBrokerPosition, activities.InitPositionParams{
+					BrokerParams: in.BrokerParams, ChainID: start.ChainID, LastApplied: start.Tail,
+				}).Get(ctx, nil)
+			}
+			if err != nil {
+				if isCanceled(ctx, err) {
+					return cancelled(errcode.BrokerColdStartPartial, "the cold start was interrupted after its drop began; the target holds a partial restore and no position")
+				}
+				st.Phase, st.LastError = "failed", err.Error()
+				return BrokerResult{Status: st}, temporal.NewNonRetryableApplicationError(
+					string(errcode.BrokerColdStartPartial)+": the cold start failed after its drop began: "+err.Error(), string(errcode.BrokerColdStartPartial), err)
+			}
+			st.LastApplied = start.Tail
+		}
+	}
+
+	for {
+		if stopped() {
+			st.Phase = "stopped"
+			return BrokerResult{Status: st}, nil
+		}
+		if workflow.GetInfo(ctx).GetContinueAsNewSuggested() {
+			next := in
+			s := st
+			next.State, next.Reset, next.AtChainID = &s, false, ""
+			return BrokerResult{}, workflow.NewContinueAsNewError(ctx, BrokerWorkflow, next)
+		}
+		st.Phase, st.Applying = "waiting", ""
+		wctx, cancelWait := workflow.WithCancel(ctx)
+		var wait activities.WaitResult
+		fut := workflow.ExecuteActivity(waitActivity(wctx), a.WaitForLinks, activities.WaitParams{
+			BrokerParams: in.BrokerParams, After: st.LastApplied, PollInterval: in.PollInterval,
+			MaxWait: brokerMaxWait, StopAfter: st.StartedAt,
+		})
+		sel := workflow.NewSelector(ctx)
+		var err error
+		done := false
+		sel.AddFuture(fut, func(f workflow.Future) { err = f.Get(ctx, &wait); done = true })
+		sel.AddReceive(stopCh, func(c workflow.ReceiveChannel, _ bool) {
+			c.Receive(ctx, nil)
+			st.StopRequested = true
+			cancelWait()
+		})
+		for !done {
+			sel.Select(ctx)
+		}
+		cancelWait()
+		now := workflow.Now(ctx)
+		st.LastPollAt = now
+		if st.StopRequested {
+			continue
+		}
+		if err != nil {
+			if isCanceled(ctx, err) {
+				return cancelled("", "")
+			}
+			var app *temporal.ApplicationError
+			if errors.As(err, &app) && app.NonRetryable() {
+				st.Phase, st.LastError = "refused", err.Error()
+				return BrokerResult{Status: st}, err
+			}
+			st.LastError = err.Error()
+			if serr := workflow.Sleep(ctx, 10*time.Second); serr != nil {
+				return cancelled("", "")
+			}
+			continue
+		}
+		if wait.Stop {
+			st.StopRequested = true
+			continue
+		}
+		st.LinksBehind = len(wait.Pending)
+		st.SecondsBehind = 0
+		if len(wait.Pending) > 0 {
+			st.SecondsBehind = now.Sub(wait.Pending[0].CreatedAt).Seconds()
+		}
+		for i, link := range wait.Pending {
+			if stopped() {
+				break
+			}
+			st.Phase, st.Applying = "applying", link.ID
+			var r activities.BrokerApplyResult
+			err := workflow.ExecuteActivity(brokerApplyActivity(ctx, link.ID), a.ApplyBrokerIncremental, activities.BrokerApplyParams{
+				BrokerParams: in.BrokerParams, Link: link, Concurrency: in.Concurrency,
+			}).Get(ctx, &r)
+			if err != nil {
+				if isCanceled(ctx, err) {
+					return cancelled(errcode.BrokerIncrementalPartial, "cancelled while applying incremental "+link.ID+"; run again to resume exactly once")
+				}
+				var app *temporal.ApplicationError
+				if errors.As(err, &app) && app.NonRetryable() {
+					st.Phase, st.LastError = "refused", err.Error()
+					return BrokerResult{Status: st}, err
+				}
+				st.LastError = err.Error()
+				break // wait again, then retry from the position
+			}
+			st.LastError = ""
+			st.LastApplied, st.Applying = link.ID, ""
+			st.LastAppliedCreatedAt = link.CreatedAt
+			st.Incrementals++
+			st.ChangesApplied += r.Applied
+			st.ChangesSkipped += r.Skipped
+			st.LinksBehind = len(wait.Pending) - i - 1
+			st.SecondsBehind = 0
+			if i+1 < len(wait.Pending) {
+				st.SecondsBehind = workflow.Now(ctx).Sub(wait.Pending[i+1].CreatedAt).Seconds()
+			}
+		}
+	}
+}
+
+// isCanceled reports whether err comes from the workflow's own cancellation.
+func isCanceled(ctx workflow.Context, err error) bool {
+	var canceled *temporal.CanceledError
+	return errors.As(err, &canceled) || ctx.Err() != nil
+}
