@@ -267,7 +267,11 @@ func stateToken(t *testing.T, db, stream string) string {
 
 func TestBrokerStartModes(t *testing.T) {
 	src, chainURL, fullID, incID := brokerFixture(t)
+	suffix := fmt.Sprintf("-%d", time.Now().UnixNano()%1e6)
 	run := func(dst, stream string, flags ...string) result {
+		if stream != "" {
+			stream += suffix
+		}
 		args := append([]string{"sync", "from-backup", "run", "--backup-target", chainURL, "--target", testenv.DSN(dst),
 			"--stream-id", stream, "--poll-interval", "300ms"}, flags...)
 		return sluice(t, args...)
@@ -307,27 +311,27 @@ func TestBrokerStartModes(t *testing.T) {
 		if r.exit != 0 {
 			t.Fatal(r)
 		}
-		waitBrokerAt(t, "s2", incID, time.Minute)
+		waitBrokerAt(t, "s2"+suffix, incID, time.Minute)
 		requireSameRows(t, src, dst)
-		stopBroker(t, chainURL, "s2")
-		before := stateToken(t, dst, "s2")
+		stopBroker(t, chainURL, "s2"+suffix)
+		before := stateToken(t, dst, "s2"+suffix)
 
 		expect(run(dst, "s2", "--at-chain-id", fullID), 1, "SLUICE-E-BROKER-AT-CHAIN-ID-CONFLICT", fullID, incID)
-		if stateToken(t, dst, "s2") != before {
+		if stateToken(t, dst, "s2"+suffix) != before {
 			t.Fatal("the refused run changed the position")
 		}
 		// The link it records, with nothing in progress, is accepted: a warm resume.
 		if r := run(dst, "s2", "--at-chain-id", incID, "--detach"); r.exit != 0 {
 			t.Fatal(r)
 		}
-		waitBrokerAt(t, "s2", incID, time.Minute)
-		stopBroker(t, chainURL, "s2")
+		waitBrokerAt(t, "s2"+suffix, incID, time.Minute)
+		stopBroker(t, chainURL, "s2"+suffix)
 		// Without a flag: a warm resume.
 		if r := run(dst, "s2", "--detach"); r.exit != 0 {
 			t.Fatal(r)
 		}
-		waitBrokerAt(t, "s2", incID, time.Minute)
-		stopBroker(t, chainURL, "s2")
+		waitBrokerAt(t, "s2"+suffix, incID, time.Minute)
+		stopBroker(t, chainURL, "s2"+suffix)
 		requireSameRows(t, src, dst)
 	})
 	t.Run("at-chain-id after an operator's restore", func(t *testing.T) {
@@ -336,16 +340,16 @@ func TestBrokerStartModes(t *testing.T) {
 		if r := run(dst, "s3", "--at-chain-id", fullID, "--detach"); r.exit != 0 {
 			t.Fatal(r)
 		}
-		waitBrokerAt(t, "s3", incID, time.Minute)
-		stopBroker(t, chainURL, "s3")
+		waitBrokerAt(t, "s3"+suffix, incID, time.Minute)
+		stopBroker(t, chainURL, "s3"+suffix)
 		requireSameRows(t, src, dst)
 		expect(run(testenv.CreateDB(t, "dst"), "s3x", "--at-chain-id", "0000000000000000000000000000000000000000"), 3, "SLUICE-E-LINK-NOT-FOUND")
 	})
 	t.Run("a row of another writer is refused with or without flags", func(t *testing.T) {
 		dst := testenv.CreateDB(t, "dst")
 		testenv.Exec(t, dst, `CREATE TABLE public.sluice_cdc_state (stream_id text PRIMARY KEY, token text NOT NULL, checksum text NOT NULL, updated_at timestamptz NOT NULL DEFAULT now());
-			INSERT INTO public.sluice_cdc_state (stream_id, token, checksum) VALUES ('s4', '{"_engine":"sync-start-v3","lsn":"0/1"}', 'x'),
-			  ('s5', '{"lsn":"0/1"}', 'x')`)
+			INSERT INTO public.sluice_cdc_state (stream_id, token, checksum) VALUES ('s4`+suffix+`', '{"_engine":"sync-start-v3","lsn":"0/1"}', 'x'),
+			  ('s5`+suffix+`', '{"lsn":"0/1"}', 'x')`)
 		expect(run(dst, "s4"), 3, "SLUICE-E-BROKER-POSITION-FOREIGN", "sync-start-v3")
 		expect(run(dst, "s4", "--reset-target-data", "--yes"), 3, "SLUICE-E-BROKER-POSITION-FOREIGN")
 		expect(run(dst, "s4", "--at-chain-id", fullID), 3, "SLUICE-E-BROKER-POSITION-FOREIGN")
@@ -356,29 +360,34 @@ func TestBrokerStartModes(t *testing.T) {
 		if r := run(dst, "s6", "--reset-target-data", "--yes", "--detach"); r.exit != 0 {
 			t.Fatal(r)
 		}
-		waitBrokerAt(t, "s6", incID, time.Minute)
-		stopBroker(t, chainURL, "s6")
-		testenv.Exec(t, dst, `UPDATE public.sluice_cdc_state SET token = replace(token, '"last_applied"', '"last_applied" ') WHERE stream_id = 's6'`)
+		waitBrokerAt(t, "s6"+suffix, incID, time.Minute)
+		stopBroker(t, chainURL, "s6"+suffix)
+		testenv.Exec(t, dst, `UPDATE public.sluice_cdc_state SET token = replace(token, '"last_applied"', '"last_applied" ') WHERE stream_id = 's6`+suffix+`'`)
 		expect(run(dst, "s6"), 1, "SLUICE-E-BROKER-POSITION-CORRUPT", "--reset-target-data", "--at-chain-id")
 		if r := run(dst, "s6", "--reset-target-data", "--yes", "--detach"); r.exit != 0 {
 			t.Fatal(r)
 		}
-		waitBrokerAt(t, "s6", incID, time.Minute)
-		stopBroker(t, chainURL, "s6")
+		waitBrokerAt(t, "s6"+suffix, incID, time.Minute)
+		stopBroker(t, chainURL, "s6"+suffix)
 		requireSameRows(t, src, dst)
 	})
 }
 
 func TestBrokerInterruptInsideAnIncrementalResumesExactlyOnce(t *testing.T) {
 	src, chainURL, fullID, _ := brokerFixture(t)
-	testenv.Exec(t, src, `INSERT INTO k SELECT i, 'bulk' FROM generate_series(1, 300000) i`)
+	// Thirty transactions of 10,000 rows into the keyless table: the
+	// position advances between them, so an interruption lands inside.
+	for i := 0; i < 30; i++ {
+		testenv.Exec(t, src, fmt.Sprintf(`INSERT INTO k SELECT i, 'bulk' FROM generate_series(%d, %d) i`, i*10000, i*10000+9999))
+	}
 	testenv.Exec(t, src, `INSERT INTO t SELECT i, 'late' FROM generate_series(1000, 1100) i`)
 	mustSluice(t, "backup", "incremental", "--source", testenv.DSN(src), "--target", chainURL)
 	dst := testenv.CreateDB(t, "dst")
 	mustSluice(t, "restore", "--backup-target", chainURL, "--target", testenv.DSN(dst), "--through", fullID)
+	stream := fmt.Sprintf("intr-%d", time.Now().UnixNano()%1e6)
 
 	cmd := exec.Command(filepath.Join(h.bin, "sluice"), "sync", "from-backup", "run", "--backup-target", chainURL,
-		"--target", testenv.DSN(dst), "--stream-id", "intr", "--at-chain-id", fullID, "--poll-interval", "300ms")
+		"--target", testenv.DSN(dst), "--stream-id", stream, "--at-chain-id", fullID, "--poll-interval", "300ms")
 	cmd.Env = h.env()
 	stderr, _ := cmd.StderrPipe()
 	if err := cmd.Start(); err != nil {
@@ -412,7 +421,7 @@ func TestBrokerInterruptInsideAnIncrementalResumesExactlyOnce(t *testing.T) {
 		case <-deadline:
 			t.Fatal("the broker never got inside the big incremental")
 		}
-		st, err := brokerStatus(t, cl, "intr")
+		st, err := brokerStatus(t, cl, stream)
 		if err == nil && st.Applying != "" {
 			var n int
 			if queryInt(t, dst, `SELECT count(*) FROM public.k WHERE b = 'bulk'`, &n) == nil && n > 0 {
@@ -432,21 +441,21 @@ func TestBrokerInterruptInsideAnIncrementalResumesExactlyOnce(t *testing.T) {
 	// Re-running the same command resumes and converges exactly once, the
 	// keyless table included.
 	if r := sluice(t, "sync", "from-backup", "run", "--backup-target", chainURL, "--target", testenv.DSN(dst),
-		"--stream-id", "intr", "--poll-interval", "300ms", "--detach"); r.exit != 0 {
+		"--stream-id", stream, "--poll-interval", "300ms", "--detach"); r.exit != 0 {
 		t.Fatal(r)
 	}
-	waitBrokerAt(t, "intr", lastIncremental(t, chainURL, nil), 2*time.Minute)
+	waitBrokerAt(t, stream, lastIncremental(t, chainURL, nil), 2*time.Minute)
 	requireSameRows(t, src, dst)
 
 	// A stop between incrementals ends a following run with exit 0.
 	r := make(chan result, 1)
-	mustSluice(t, "sync", "from-backup", "stop", "--backup-target", chainURL, "--stream-id", "intr")
-	waitWorkflowEnd(t, "broker/intr", time.Minute)
+	mustSluice(t, "sync", "from-backup", "stop", "--backup-target", chainURL, "--stream-id", stream)
+	waitWorkflowEnd(t, "broker/"+stream, time.Minute)
 	go func() {
-		r <- sluice(t, "sync", "from-backup", "run", "--backup-target", chainURL, "--target", testenv.DSN(dst), "--stream-id", "intr", "--poll-interval", "300ms")
+		r <- sluice(t, "sync", "from-backup", "run", "--backup-target", chainURL, "--target", testenv.DSN(dst), "--stream-id", stream, "--poll-interval", "300ms")
 	}()
 	time.Sleep(2 * time.Second)
-	mustSluice(t, "sync", "from-backup", "stop", "--backup-target", chainURL, "--stream-id", "intr")
+	mustSluice(t, "sync", "from-backup", "stop", "--backup-target", chainURL, "--stream-id", stream)
 	if res := <-r; res.exit != 0 {
 		t.Fatalf("a stopped broker must exit 0: %s", res)
 	}

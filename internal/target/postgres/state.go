@@ -29,12 +29,14 @@ func EnsureControlTables(ctx context.Context, conn *pgx.Conn) error {
 			checksum   text NOT NULL,
 			updated_at timestamptz NOT NULL DEFAULT now());
 		CREATE TABLE IF NOT EXISTS `+marksTable+` (
-			stream_id  text   NOT NULL,
-			link_id    text   NOT NULL,
-			xid        bigint NOT NULL,
-			commit_lsn bigint NOT NULL,
-			ordinals   int[]  NOT NULL,
-			PRIMARY KEY (stream_id, xid, commit_lsn, link_id, ordinals));`)
+			stream_id     text   NOT NULL,
+			link_id       text   NOT NULL,
+			xid           bigint NOT NULL,
+			commit_lsn    bigint NOT NULL,
+			first_ordinal int    NOT NULL,
+			-- applied ordinals as inclusive ranges: lo1, hi1, lo2, hi2, …
+			ranges        int[]  NOT NULL,
+			PRIMARY KEY (stream_id, xid, commit_lsn, first_ordinal));`)
 	if err != nil {
 		return marksErr(err, "create the broker's control tables")
 	}
@@ -137,7 +139,7 @@ func LockOwned(ctx context.Context, tx pgx.Tx, stream, owner string, forUpdate b
 
 // ReadMarks loads every mark of a stream.
 func ReadMarks(ctx context.Context, conn *pgx.Conn, stream string) (apply.Marks, error) {
-	rows, err := conn.Query(ctx, `SELECT xid, commit_lsn, ordinals FROM `+marksTable+` WHERE stream_id = $1`, stream)
+	rows, err := conn.Query(ctx, `SELECT xid, commit_lsn, ranges FROM `+marksTable+` WHERE stream_id = $1`, stream)
 	if err != nil {
 		return nil, marksErr(err, "read "+marksTable)
 	}
@@ -145,13 +147,18 @@ func ReadMarks(ctx context.Context, conn *pgx.Conn, stream string) (apply.Marks,
 	m := apply.Marks{}
 	for rows.Next() {
 		var xid, lsn int64
-		var ords []int32
-		if err := rows.Scan(&xid, &lsn, &ords); err != nil {
+		var ranges []int32
+		if err := rows.Scan(&xid, &lsn, &ranges); err != nil {
 			return nil, marksErr(err, "read "+marksTable)
 		}
+		if len(ranges)%2 != 0 {
+			return nil, errcode.New(errcode.ApplyMarksUnavailable, "a row of %s holds an odd number of range bounds", marksTable)
+		}
 		id := apply.Identity{XID: uint32(xid), CommitLSN: uint64(lsn)}
-		for _, o := range ords {
-			m.Add(id, uint32(o))
+		for i := 0; i < len(ranges); i += 2 {
+			for o := ranges[i]; o <= ranges[i+1]; o++ {
+				m.Add(id, uint32(o))
+			}
 		}
 	}
 	if err := rows.Err(); err != nil {
@@ -194,18 +201,36 @@ func (b *markBatch) write(ctx context.Context, tx pgx.Tx, stream string) error {
 	}
 	xids := make([]int64, len(b.ids))
 	lsns := make([]int64, len(b.ids))
-	ords := make([]string, len(b.ids))
+	firsts := make([]int32, len(b.ids))
+	ranges := make([]string, len(b.ids))
 	for i, id := range b.ids {
 		xids[i], lsns[i] = int64(id.XID), int64(id.CommitLSN)
-		ords[i] = intArrayLiteral(b.ords[id])
+		r := toRanges(b.ords[id])
+		firsts[i] = r[0]
+		ranges[i] = intArrayLiteral(r)
 	}
-	_, err := tx.Exec(ctx, `INSERT INTO `+marksTable+` (stream_id, link_id, xid, commit_lsn, ordinals)
-		SELECT $1, $2, x, l, o::int[] FROM unnest($3::bigint[], $4::bigint[], $5::text[]) AS u(x, l, o)
-		ON CONFLICT DO NOTHING`, stream, b.link, xids, lsns, ords)
+	_, err := tx.Exec(ctx, `INSERT INTO `+marksTable+` (stream_id, link_id, xid, commit_lsn, first_ordinal, ranges)
+		SELECT $1, $2, x, l, f, r::int[] FROM unnest($3::bigint[], $4::bigint[], $5::int[], $6::text[]) AS u(x, l, f, r)
+		ON CONFLICT DO NOTHING`, stream, b.link, xids, lsns, firsts, ranges)
 	if err != nil {
 		return marksErr(err, "write "+marksTable)
 	}
 	return nil
+}
+
+// toRanges turns ascending ordinals into inclusive ranges lo, hi, lo, hi, …
+// (ordinals arrive in order within a lane, so a serial apply writes one range
+// per transaction).
+func toRanges(ords []int32) []int32 {
+	out := make([]int32, 0, 2)
+	for i, o := range ords {
+		if i > 0 && o == out[len(out)-1]+1 {
+			out[len(out)-1] = o
+			continue
+		}
+		out = append(out, o, o)
+	}
+	return out
 }
 
 func intArrayLiteral(v []int32) string {
