@@ -204,8 +204,8 @@ func TestBrokerSurvivesWorkerKills(t *testing.T) {
 			run(lanes)
 		}
 		time.Sleep(time.Duration(200+rng.Intn(1200)) * time.Millisecond)
+		st, _ := brokerStatus(t, cl, stream) // queries need a live worker: ask just before the kill
 		worker.kill()
-		st, _ := brokerStatus(t, cl, stream)
 		t.Logf("kill %d (lanes %d): last applied %s, applying %s, %d changes", i+1, lanes, short(st.LastApplied), short(st.Applying), st.ChangesApplied)
 		_ = cl.TerminateWorkflow(ctx, "broker/"+stream, "", "crash test: change --apply-concurrency")
 		if worker, err = startWorkerProc(queue, wlog); err != nil {
