@@ -5,7 +5,7 @@ export SLUICE_STATE ?= $(HOME)/.local/state/sluice
 export SLUICE_TOOLS ?= $(HOME)/.cache/sluice/bin
 GO ?= go
 
-.PHONY: demo test unit build services stop-services worker stop-worker lint bench bench-full fuzz
+.PHONY: demo demo-stop bench-apply bench-capture test unit build services stop-services worker stop-worker lint bench bench-full fuzz
 
 build:
 	$(GO) build -o bin/sluice ./starter
@@ -26,6 +26,9 @@ stop-worker:
 demo: worker
 	bash deploy/dev/demo.sh
 
+demo-stop: build
+	bash deploy/dev/demo.sh stop
+
 test: services
 	bash deploy/dev/test.sh
 
@@ -37,11 +40,19 @@ lint:
 	$(GO) vet ./...
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
 
-bench: bench-full
+bench: bench-full bench-capture bench-apply
 
 bench-full: build services
 	bash deploy/dev/worker.sh
 	bash bench/full-backup.sh
+
+bench-capture: build services
+	bash deploy/dev/worker.sh
+	bash bench/capture.sh
+
+bench-apply: build services
+	bash deploy/dev/worker.sh
+	bash bench/apply.sh
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzDecodeChunk -fuzztime 60s ./internal/chain/

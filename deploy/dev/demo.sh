@@ -1,22 +1,87 @@
 #!/usr/bin/env bash
 # The main job on defaults that need nothing else: a demo source database on
-# this machine's PostgreSQL is backed up into a local-folder chain through the
-# Temporal worker, then restored into a second database and compared.
+# this machine's PostgreSQL with a live workload, the producer feeding a
+# local-folder chain, and the broker replaying it into a second database —
+# all as Temporal workflows you can watch in the UI.
+#   demo.sh        start it all (again: it starts over)
+#   demo.sh stop   stop the workload, let producer and broker catch up, stop
+#                  them, and compare the two databases
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 SLUICE_STATE=${SLUICE_STATE:-$HOME/.local/state/sluice}
 PG=${SLUICE_DEMO_PG:-postgres://postgres@127.0.0.1:5432}
 SRC_DB=sluice_demo
-DST_DB=sluice_demo_restored
-CHAIN=$SLUICE_STATE/demo/chain
+DST_DB=sluice_demo_replica
+CHAIN=file://$SLUICE_STATE/demo/chain
+STREAM=demo
+WORKLOAD_PID=$SLUICE_STATE/demo/workload.pid
 SLUICE=bin/sluice
+SRC="$PG/$SRC_DB?sslmode=disable"
+DST="$PG/$DST_DB?sslmode=disable"
 
 psql_admin() { psql "$PG/postgres?sslmode=disable" -v ON_ERROR_STOP=1 -qtA "$@"; }
+say() { printf 'demo: %s\n' "$*"; }
 
-if [[ $(psql_admin -c "SELECT count(*) FROM pg_database WHERE datname = '$SRC_DB'") == 0 ]]; then
-	echo "demo: creating source database $SRC_DB"
-	psql_admin -c "CREATE DATABASE $SRC_DB"
-	psql "$PG/$SRC_DB?sslmode=disable" -v ON_ERROR_STOP=1 -q <<'SQL'
+stop_workload() {
+	if [[ -s $WORKLOAD_PID ]] && kill -0 "$(<"$WORKLOAD_PID")" 2>/dev/null; then
+		kill "$(<"$WORKLOAD_PID")" 2>/dev/null || true
+		say "workload stopped"
+	fi
+	rm -f "$WORKLOAD_PID"
+}
+
+# running ID: true while the workflow ID has a running execution.
+running() { $SLUICE "$@" >/dev/null 2>&1; }
+
+compare() {
+	local status=0 q a b t
+	for t in customers orders page_views; do
+		q="SELECT count(*) || ' rows, md5 ' || md5(coalesce(string_agg(x::text, ',' ORDER BY x::text), '')) FROM public.$t x"
+		a=$(psql "$SRC" -qtA -c "$q")
+		b=$(psql "$DST" -qtA -c "$q")
+		if [[ $a == "$b" ]]; then say "  $t: equal ($a)"; else say "  $t: DIFFERENT: source $a, replica $b"; status=1; fi
+	done
+	return $status
+}
+
+if [[ ${1:-} == stop ]]; then
+	stop_workload
+	target=$(psql "$SRC" -qtA -c "SELECT pg_current_wal_lsn()")
+	say "waiting for the producer to capture everything up to $target"
+	for _ in $(seq 1 120); do
+		ok=$(psql "$SRC" -qtA -c "SELECT coalesce(bool_and(confirmed_flush_lsn >= '$target'), false) FROM pg_replication_slots WHERE database = '$SRC_DB' AND NOT temporary")
+		[[ $ok == t ]] && break
+		sleep 0.5
+	done
+	$SLUICE backup stream stop --target "$CHAIN" || true
+	say "waiting for the broker to apply the last incremental"
+	last=""
+	for _ in $(seq 1 120); do
+		last=$(ls -t "$SLUICE_STATE/demo/chain/manifests/" | head -n 1 | sed 's/\.json$//')
+		applied=$($SLUICE sync from-backup status --stream-id $STREAM --json 2>/dev/null | sed -n 's/.*"last_applied": "\([0-9a-f]*\)".*/\1/p')
+		[[ -n $last && $applied == "$last" ]] && break
+		sleep 0.5
+	done
+	$SLUICE sync from-backup stop --backup-target "$CHAIN" --stream-id $STREAM || true
+	say "comparing $SRC_DB with $DST_DB"
+	compare
+	exit $?
+fi
+
+# Start over: stop what an earlier demo left running.
+stop_workload
+$SLUICE backup stream stop --target "$CHAIN" >/dev/null 2>&1 || true
+$SLUICE sync from-backup stop --backup-target "$CHAIN" --stream-id $STREAM >/dev/null 2>&1 || true
+for _ in $(seq 1 60); do
+	running backup stream status --target "$CHAIN" || running sync from-backup status --stream-id $STREAM || break
+	sleep 0.5
+done
+
+say "creating the source database $SRC_DB and an empty $DST_DB"
+psql_admin -c "DROP DATABASE IF EXISTS $SRC_DB WITH (FORCE)" -c "DROP DATABASE IF EXISTS $DST_DB WITH (FORCE)"
+psql_admin -c "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE database = '$SRC_DB' AND NOT active" >/dev/null
+psql_admin -c "CREATE DATABASE $SRC_DB" -c "CREATE DATABASE $DST_DB"
+psql "$SRC" -v ON_ERROR_STOP=1 -q <<'SQL'
 CREATE TYPE order_state AS ENUM ('new', 'paid', 'shipped', 'returned');
 CREATE TABLE customers (
 	id bigserial PRIMARY KEY,
@@ -35,6 +100,7 @@ CREATE TABLE orders (
 );
 CREATE INDEX orders_customer ON orders (customer_id);
 CREATE TABLE page_views (path text, viewed_at timestamp, ms float8);
+ALTER TABLE page_views REPLICA IDENTITY FULL;
 INSERT INTO customers (email, name, tags)
 	SELECT 'user' || i || '@example.org', 'User ' || i, ARRAY['t' || (i % 5)] FROM generate_series(1, 20000) i;
 INSERT INTO orders (customer_id, state, total, placed_at, details)
@@ -44,27 +110,40 @@ INSERT INTO orders (customer_id, state, total, placed_at, details)
 INSERT INTO page_views SELECT '/p/' || (i % 100), now()::timestamp - i * interval '1 second', random() * 100
 	FROM generate_series(1, 50000) i;
 SQL
-fi
-if [[ $(psql_admin -c "SELECT count(*) FROM pg_database WHERE datname = '$DST_DB'") == 0 ]]; then
-	psql_admin -c "CREATE DATABASE $DST_DB"
-fi
 
-# Each demo run writes a fresh chain.
-rm -rf "$CHAIN"
-mkdir -p "$(dirname "$CHAIN")"
-echo "demo: Temporal UI at http://127.0.0.1:8233 (runs appear under the default namespace)"
-echo "demo: backing up $SRC_DB into file://$CHAIN"
-$SLUICE backup full --source "$PG/$SRC_DB?sslmode=disable" --target "file://$CHAIN"
-echo "demo: restoring the chain into $DST_DB"
-$SLUICE restore --backup-target "file://$CHAIN" --target "$PG/$DST_DB?sslmode=disable" --replace-existing
+rm -rf "$SLUICE_STATE/demo/chain"
+mkdir -p "$SLUICE_STATE/demo"
+say "Temporal UI: http://127.0.0.1:8233 (namespace default)"
+say "full backup of $SRC_DB into $CHAIN, anchored on its own replication slot"
+$SLUICE backup full --source "$SRC" --target "$CHAIN" --chain-slot
+say "starting the producer (an incremental every 2 s, a new segment every 20)"
+$SLUICE backup stream run --source "$SRC" --target "$CHAIN" --rollover-window 2s --retain-rotate-at-chain-length 20 --detach
+say "starting the broker into $DST_DB (cold start: it restores the chain, then tails it)"
+$SLUICE sync from-backup run --backup-target "$CHAIN" --target "$DST" --stream-id $STREAM \
+	--apply-concurrency 2 --poll-interval 1s --reset-target-data --yes --detach
 
-echo "demo: comparing source and restored tables"
-status=0
-for t in customers orders page_views; do
-	q="SELECT count(*) || ' rows, md5 ' || md5(coalesce(string_agg(x::text, ',' ORDER BY x::text), '')) FROM public.$t x"
-	a=$(psql "$PG/$SRC_DB?sslmode=disable" -qtA -c "$q")
-	b=$(psql "$PG/$DST_DB?sslmode=disable" -qtA -c "$q")
-	if [[ $a == "$b" ]]; then echo "  $t: equal ($a)"; else echo "  $t: DIFFERENT: $a vs $b"; status=1; fi
+say "starting a live workload on $SRC_DB"
+(
+	i=0
+	while :; do
+		i=$((i + 1))
+		psql "$SRC" -q -c "BEGIN;
+			INSERT INTO orders (customer_id, total, placed_at, details) SELECT 1 + (random() * 19999)::int, (random() * 500)::numeric(12,2), now(), '{\"live\": true}' FROM generate_series(1, 1 + $i % 20);
+			UPDATE orders SET state = 'paid' WHERE id = (SELECT max(id) FROM orders) - $i % 50;
+			UPDATE customers SET tags = tags || 'seen'::text WHERE id = 1 + $i % 20000;
+			INSERT INTO page_views VALUES ('/live/' || $i % 10, now(), random() * 100);
+			DELETE FROM page_views WHERE ctid = (SELECT ctid FROM page_views LIMIT 1);
+			COMMIT;" || true
+		sleep 0.2
+	done
+) </dev/null >>"$SLUICE_STATE/demo/workload.log" 2>&1 &
+echo $! >"$WORKLOAD_PID"
+
+for _ in 1 2 3 4 5 6; do
+	sleep 3
+	line=$($SLUICE sync from-backup status --stream-id $STREAM --json 2>/dev/null |
+		tr -d '\n' | sed -E 's/.*"phase": "([^"]*)".*"links_behind": ([0-9]+).*"seconds_behind": ([0-9.e+-]+).*"incrementals_applied": ([0-9]+).*"changes_applied": ([0-9]+).*/\1, \2 links behind (\3 s), \4 incrementals and \5 changes applied/' || true)
+	say "broker: ${line:-starting}"
 done
-echo "demo: done. Stop the worker and the dev services with: make stop-services"
-exit $status
+say "running. Follow it:  bin/sluice sync from-backup status --stream-id $STREAM   /   bin/sluice backup stream status --target $CHAIN"
+say "stop it and compare: make demo-stop"

@@ -1,0 +1,87 @@
+package postgres
+
+import (
+	"context"
+	"testing"
+
+	"github.com/sluicehq/sluice/internal/apply"
+	"github.com/sluicehq/sluice/internal/errcode"
+	"github.com/sluicehq/sluice/internal/testenv"
+)
+
+// A run whose lease was taken over is fenced: its next transaction fails the
+// lease check and cannot advance the position.
+func TestZombieRunIsFenced(t *testing.T) {
+	db := testenv.CreateDB(t, "fence")
+	ctx := context.Background()
+	dsn := testenv.DSN(db)
+	conn, err := Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if err := EnsureControlTables(ctx, conn); err != nil {
+		t.Fatal(err)
+	}
+	tx, _ := conn.Begin(ctx)
+	if err := WriteState(ctx, tx, apply.Token{Engine: apply.EngineBroker, Stream: "s", ChainID: "c", LastApplied: "l1"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := ClaimStream(ctx, dsn, "s", "old-run"); err != nil {
+		t.Fatal(err)
+	}
+	tx, _ = conn.Begin(ctx)
+	if _, err := LockOwned(ctx, tx, "s", "old-run", false); err != nil {
+		t.Fatalf("the owner must pass its own lease check: %v", err)
+	}
+	_ = tx.Rollback(ctx)
+
+	// A new run claims the stream; the old one is now a zombie.
+	if err := ClaimStream(ctx, dsn, "s", "new-run"); err != nil {
+		t.Fatal(err)
+	}
+	tx, _ = conn.Begin(ctx)
+	defer tx.Rollback(ctx)
+	_, err = LockOwned(ctx, tx, "s", "old-run", true)
+	if !errcode.Is(err, errcode.BrokerFenced) {
+		t.Fatalf("want %s for the zombie, got %v", errcode.BrokerFenced, err)
+	}
+}
+
+func TestMarkRangesRoundTrip(t *testing.T) {
+	db := testenv.CreateDB(t, "marks")
+	ctx := context.Background()
+	conn, err := Connect(ctx, testenv.DSN(db))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if err := EnsureControlTables(ctx, conn); err != nil {
+		t.Fatal(err)
+	}
+	var b markBatch
+	id := apply.Identity{XID: 7, CommitLSN: 1 << 40}
+	for _, o := range []uint32{0, 1, 2, 5, 6, 9} {
+		b.add("link", id, o)
+	}
+	tx, _ := conn.Begin(ctx)
+	if err := b.write(ctx, tx, "s"); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	m, err := ReadMarks(ctx, conn, "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for o := uint32(0); o < 11; o++ {
+		want := o <= 2 || o == 5 || o == 6 || o == 9
+		if got := m[id] != nil && func() bool { _, ok := m[id][o]; return ok }(); got != want {
+			t.Errorf("ordinal %d marked=%t, want %t", o, got, want)
+		}
+	}
+}
