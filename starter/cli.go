@@ -10,10 +10,13 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
 
 	"github.com/sluicehq/sluice/activities"
 	"github.com/sluicehq/sluice/internal/errcode"
 	"github.com/sluicehq/sluice/internal/temporalcfg"
+	"github.com/sluicehq/sluice/workflows"
 )
 
 // cli holds what every command shares: where output goes and how to reach Temporal.
@@ -149,6 +152,36 @@ func (c *cli) printStatus(v any, asJSON bool) error {
 	sort.Strings(keys)
 	for _, k := range keys {
 		fmt.Fprintf(c.stdout, "%-22s %v\n", k+":", m[k])
+	}
+	return nil
+}
+
+// queryRunning runs the status query of the latest run of workflow id into v;
+// a workflow that does not exist is SLUICE-E-NOT-RUNNING.
+func (c *cli) queryRunning(ctx context.Context, id string, v any) error {
+	cl, err := c.temporal.Dial(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	desc, err := cl.DescribeWorkflow(ctx, id, "")
+	if err != nil {
+		var nf *serviceerror.NotFound
+		if errors.As(err, &nf) {
+			return errcode.New(errcode.NotRunning, "no workflow %s", id)
+		}
+		return errcode.Wrap(errcode.TemporalUnreachable, err, "describe %s", id)
+	}
+	if desc.Status != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		return errcode.New(errcode.NotRunning, "workflow %s is not running (its last run ended %s)", id,
+			strings.ToLower(strings.TrimPrefix(desc.Status.String(), "WORKFLOW_EXECUTION_STATUS_")))
+	}
+	res, err := cl.QueryWorkflow(ctx, id, "", workflows.QueryStatus)
+	if err != nil {
+		return errcode.Wrap(errcode.TemporalUnreachable, err, "query %s", id)
+	}
+	if err := res.Get(v); err != nil {
+		return fmt.Errorf("decode the status of %s: %w", id, err)
 	}
 	return nil
 }

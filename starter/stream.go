@@ -212,23 +212,9 @@ func (c *cli) streamStatusCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			ctx := cmd.Context()
-			cl, err := c.temporal.Dial(ctx, nil)
-			if err != nil {
-				return err
-			}
-			defer cl.Close()
 			var st workflows.ProducerStatus
-			res, err := cl.QueryWorkflow(ctx, producerID(url), "", workflows.QueryStatus)
-			if err != nil {
-				var nf *serviceerror.NotFound
-				if errors.As(err, &nf) {
-					return errcode.New(errcode.NotRunning, "no producer workflow %s", producerID(url))
-				}
-				return errcode.Wrap(errcode.TemporalUnreachable, err, "query %s", producerID(url))
-			}
-			if err := res.Get(&st); err != nil {
-				return fmt.Errorf("decode status: %w", err)
+			if err := c.queryRunning(cmd.Context(), producerID(url), &st); err != nil {
+				return err
 			}
 			return c.printStatus(st, asJSON)
 		},

@@ -216,23 +216,9 @@ func (c *cli) brokerStatusCmd() *cobra.Command {
 			if err := validStreamID(stream); err != nil {
 				return err
 			}
-			ctx := cmd.Context()
-			cl, err := c.temporal.Dial(ctx, nil)
-			if err != nil {
-				return err
-			}
-			defer cl.Close()
-			res, err := cl.QueryWorkflow(ctx, brokerID(stream), "", workflows.QueryStatus)
-			if err != nil {
-				var nf *serviceerror.NotFound
-				if errors.As(err, &nf) {
-					return errcode.New(errcode.NotRunning, "no broker workflow %s", brokerID(stream))
-				}
-				return errcode.Wrap(errcode.TemporalUnreachable, err, "query %s", brokerID(stream))
-			}
 			var st workflows.BrokerStatus
-			if err := res.Get(&st); err != nil {
-				return fmt.Errorf("decode status: %w", err)
+			if err := c.queryRunning(cmd.Context(), brokerID(stream), &st); err != nil {
+				return err
 			}
 			return c.printStatus(st, asJSON)
 		},

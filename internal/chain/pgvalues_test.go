@@ -16,9 +16,6 @@ var pgEpoch = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 func pgInt2(v int16) []byte { return binary.BigEndian.AppendUint16(nil, uint16(v)) }
 func pgInt4(v int32) []byte { return binary.BigEndian.AppendUint32(nil, uint32(v)) }
 func pgInt8(v int64) []byte { return binary.BigEndian.AppendUint64(nil, uint64(v)) }
-func pgFloat4(v float32) []byte {
-	return binary.BigEndian.AppendUint32(nil, math.Float32bits(v))
-}
 
 // pgFloat8 encodes v; a NaN takes PostgreSQL's canonical bit pattern
 // 0x7ff8000000000000 (Go's math.NaN has a different payload).

@@ -233,7 +233,6 @@ type changeWriter struct {
 	refs    []chain.ChunkRef
 	keys    []string
 	stored  int64
-	changes int64
 }
 
 func newChangeWriter(ch *chain.Chain, attempt string, limit int) *changeWriter {

@@ -370,7 +370,6 @@ type fullBackup struct {
 	conns []*pgx.Conn
 	txs   []pgx.Tx
 
-	progress          Progress
 	rows, raw, stored atomic.Int64
 	tablesDone        atomic.Int64
 	writtenMu         sync.Mutex

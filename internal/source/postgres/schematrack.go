@@ -163,9 +163,6 @@ func evolve(old *chain.Table, supplied []chain.Column) chain.Table {
 	return next
 }
 
-// table returns the tracked definition of a qualified table name.
-func (st *schemaTracker) table(name string) *chain.Table { return st.tables[name] }
-
 // schema returns the whole tracked schema, tables sorted, when any table
 // changed since the tracker started, and nil otherwise.
 func (st *schemaTracker) schema() *chain.Schema {

@@ -1,0 +1,663 @@
+#!/usr/bin/env bash
+# bench/apply.sh (make bench-apply): how fast the broker (`sluice sync
+# from-backup run`) replays one incremental of BENCH_CHANGES changes into a
+# target, with 1 and with 4 apply lanes, beside PostgreSQL's own logical
+# replication applying the same changes into another database on this
+# machine; and how the worker's peak memory grows (or not) with the size of
+# the incremental it applies.
+#
+# It needs what `make worker` starts: PostgreSQL (wal_level logical) on
+# 127.0.0.1:5432, the Temporal dev server, and bin/sluice + bin/sluice-worker
+# built. The script restarts the default worker (deploy/dev/worker.sh) before
+# every measured broker run, so that its peak RSS (VmHWM) covers that run only.
+#
+# Steps
+#   1. Source database $SRC (a keyed 9-column table of mixed types and a
+#      narrow keyed table, seeded), a full backup with --chain-slot, then
+#      PostgreSQL's anchor: a slot made here and a disabled subscription on a
+#      subscriber database seeded identically; then BENCH_CHANGES inserts,
+#      updates and deletes in transactions of 1 to 1000 changes
+#      (log-uniform sizes, fixed seed), committed as one incremental.
+#   2. For concurrency 1 and 4: a fresh target, restored through the full;
+#      worker restarted; timed: `sync from-backup run --detach --at-chain-id
+#      <full>` until `status --json` reports the incremental as last_applied
+#      (polled every 200 ms); worker VmHWM; target == source; broker stopped.
+#   3. Timed: ALTER SUBSCRIPTION ... ENABLE until the slot's
+#      confirmed_flush_lsn reaches the WAL position after the generation;
+#      subscriber == source.
+#   4. (BENCH_RSS=1) a second chain of wide rows (1 KiB text): one incremental
+#      of about BENCH_RSS_SMALL_MB and one of about BENCH_RSS_LARGE_MB of raw
+#      change data, each applied by a broker on a freshly started worker,
+#      whose VmHWM is recorded.
+#
+# Environment
+#   BENCH_CHANGES=1000000      row changes to generate.
+#   BENCH_DIR=/tmp/sluice-bench  this benchmark works in $BENCH_DIR/apply and
+#                              leaves there apply.json, logs and top samples.
+#   BENCH_RSS=1                0: skip step 4 (it is slow: ~1 GB of changes).
+#   BENCH_RSS_SMALL_MB=100 BENCH_RSS_LARGE_MB=1000   raw sizes (10^6 bytes).
+#   BENCH_RSS_CONCURRENCY=4    lanes of the step-4 broker.
+#   BENCH_TOP=1                `top -b -n 1 -H` every BENCH_TOP_EVERY=2 s
+#                              during each timed step into <step>.top (0: off).
+#   BENCH_PG=postgres://postgres@127.0.0.1:5432   server (no password).
+#
+# Method and caveats
+#   - Wall clock around each timed step. The sluice figure includes starting
+#     the workflow, the first catalog poll and the 200 ms status polling, as a
+#     user sees it; apply.json also gives the ApplyBrokerIncremental activity
+#     alone (scheduled -> completed, from the workflow history). The
+#     PostgreSQL figure includes starting the apply worker and the delay of
+#     its flush feedback to the slot. A CHECKPOINT runs (untimed) before each.
+#   - Both consumers read the same changes, but not from the same place:
+#     sluice reads compressed chunks from a folder; PostgreSQL decodes its WAL
+#     (walsender) and applies it (apply worker), two processes.
+#   - CPU seconds per step from /proc: the worker, every PostgreSQL process
+#     (live children plus the postmaster's reaped ones), the target's client
+#     backends (the lanes; max ticks seen per pid), the Temporal server.
+#   - Everything it creates (databases, slots, subscription, brokers, chains)
+#     is removed at the start, at the end and on failure; only the results in
+#     $DIR stay. Other workers, databases and slots are left alone.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+
+CHANGES=${BENCH_CHANGES:-1000000}
+DIR=${BENCH_DIR:-/tmp/sluice-bench}/apply
+RSS=${BENCH_RSS:-1}
+RSS_SMALL_MB=${BENCH_RSS_SMALL_MB:-100}
+RSS_LARGE_MB=${BENCH_RSS_LARGE_MB:-1000}
+RSS_LANES=${BENCH_RSS_CONCURRENCY:-4}
+TOP=${BENCH_TOP:-1}
+TOP_EVERY=${BENCH_TOP_EVERY:-2}
+PG=${BENCH_PG:-postgres://postgres@127.0.0.1:5432}
+SLUICE_STATE=${SLUICE_STATE:-$HOME/.local/state/sluice}
+export PATH="$PATH:${SLUICE_TOOLS:-$HOME/.cache/sluice/bin}"
+SLUICE=$ROOT/bin/sluice
+PIDFILE=$SLUICE_STATE/worker.pid
+HZ=$(getconf CLK_TCK)
+
+SRC=sluice_bench_apply_src
+SUB=sluice_bench_apply_sub
+DST_PREFIX=sluice_bench_apply_c   # + concurrency
+RSS_SRC=sluice_bench_apply_rss_src
+RSS_DST=sluice_bench_apply_rss_dst
+DBS=("$SUB" "${DST_PREFIX}1" "${DST_PREFIX}4" "$RSS_DST" "$SRC" "$RSS_SRC")
+SUBNAME=bench_apply_sub
+PUB=sluice_all_tables
+CHAIN=$DIR/chain
+RSS_CHAIN=$DIR/rss-chain
+STREAMS=(bench-c1 bench-c4 bench-rss)
+TABLES=(bench_item bench_pair)
+SEED_ITEM=100000
+SEED_PAIR=100000
+SEED_BLOB=1000
+
+log() { printf '[apply %s] %s\n' "$(date +%T)" "$*" >&2; }
+die() {
+	printf '\napply: FAILED: %s\n\n' "$*" >&2
+	exit 1
+}
+dsn() { printf '%s/%s?sslmode=disable' "$PG" "$1"; }
+sql() { # sql DB [psql args...]
+	local db=$1
+	shift
+	psql "$(dsn "$db")" -X -q -At -v ON_ERROR_STOP=1 "$@"
+}
+now() { date +%s.%N; }
+secs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", b - a }'; }
+rate() { awk -v n="$1" -v s="$2" 'BEGIN { printf "%.0f", (s > 0 ? n / s : 0) }'; }
+db_exists() { [[ $(sql postgres -c "SELECT count(*) FROM pg_database WHERE datname = '$1'") == 1 ]]; }
+wf_status() { # wf_status WORKFLOW_ID: RUNNING, COMPLETED, ... or NONE
+	temporal workflow describe -w "$1" -o json 2>/dev/null |
+		jq -r '.workflowExecutionInfo.status // "NONE" | sub("WORKFLOW_EXECUTION_STATUS_"; "")' 2>/dev/null || echo NONE
+}
+
+# --- clean up: at the start, at the end and on failure ----------------------
+
+SAMPLER_PID=
+cleanup() {
+	local rc=$?
+	set +e
+	trap - EXIT INT TERM
+	if [[ -n $SAMPLER_PID ]]; then
+		kill "$SAMPLER_PID" 2>/dev/null
+		wait "$SAMPLER_PID" 2>/dev/null
+		SAMPLER_PID=
+	fi
+	# Brokers of this benchmark still running (a failed or interrupted run).
+	local s st
+	for s in "${STREAMS[@]}"; do
+		st=$(wf_status "broker/$s")
+		if [[ $st == RUNNING ]]; then
+			temporal workflow terminate -w "broker/$s" --reason "bench/apply.sh cleanup" >/dev/null 2>&1 && log "terminated broker/$s"
+		fi
+	done
+	# The subscription names a slot and holds its database: disable it,
+	# detach it from the slot, then drop it.
+	if db_exists "$SUB" && [[ $(sql "$SUB" -c "SELECT count(*) FROM pg_subscription WHERE subname = '$SUBNAME'") == 1 ]]; then
+		sql "$SUB" -c "ALTER SUBSCRIPTION $SUBNAME DISABLE"
+		sql "$SUB" -c "ALTER SUBSCRIPTION $SUBNAME SET (slot_name = NONE)"
+		sql "$SUB" -c "DROP SUBSCRIPTION $SUBNAME"
+	fi
+	# Slots: the subscription's, and every slot of our two source databases
+	# (the chain slots made by --chain-slot).
+	local slot
+	while read -r slot; do
+		[[ -n $slot ]] || continue
+		sql postgres -c "SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = '$slot' AND active_pid IS NOT NULL" >/dev/null
+		for _ in $(seq 1 50); do
+			[[ $(sql postgres -c "SELECT count(*) FROM pg_replication_slots WHERE slot_name = '$slot' AND active") == 0 ]] && break
+			sleep 0.1
+		done
+		sql postgres -c "SELECT pg_drop_replication_slot('$slot')" >/dev/null && log "dropped slot $slot"
+	done < <(sql postgres -c "SELECT slot_name FROM pg_replication_slots WHERE slot_name = '$SUBNAME' OR database IN ('$SRC', '$RSS_SRC')")
+	local db
+	for db in "${DBS[@]}"; do
+		sql postgres -c "DROP DATABASE IF EXISTS $db WITH (FORCE)"
+	done
+	# The chains and the generated SQL (gigabytes); results and logs stay.
+	rm -rf "$CHAIN" "$RSS_CHAIN" "$DIR"/*.sql
+	return "$rc"
+}
+
+# --- checks ------------------------------------------------------------------
+
+preflight() {
+	[[ $CHANGES =~ ^[1-9][0-9]*$ ]] || die "BENCH_CHANGES must be a positive integer, not '$CHANGES'"
+	[[ $RSS_SMALL_MB =~ ^[1-9][0-9]*$ && $RSS_LARGE_MB =~ ^[1-9][0-9]*$ ]] || die "BENCH_RSS_SMALL_MB and BENCH_RSS_LARGE_MB must be positive integers"
+	local t
+	for t in jq psql curl temporal top; do
+		command -v "$t" >/dev/null || die "$t is needed (temporal: make services builds it into ~/.cache/sluice/bin)"
+	done
+	[[ -x $SLUICE && -x $ROOT/bin/sluice-worker ]] || die "bin/sluice or bin/sluice-worker is missing; run make build"
+	sql postgres -c 'SELECT 1' >/dev/null || die "no PostgreSQL at $PG; run make services"
+	[[ $(sql postgres -c 'SHOW wal_level') == logical ]] || die "wal_level is not logical; run make services"
+	temporal operator namespace list >/dev/null 2>&1 || die "the Temporal server does not answer; run make services"
+	PGVER=$(sql postgres -c 'SHOW server_version')
+	PGDATA_DIR=$(sql postgres -c 'SHOW data_directory')
+	(($(sql postgres -c 'SHOW server_version_num') >= 150000)) || die "PostgreSQL 15 or later is needed (found $PGVER)"
+}
+
+# restart_worker: a fresh default worker (its VmHWM starts from zero); sets WPID.
+restart_worker() {
+	bash deploy/dev/worker.sh stop >/dev/null
+	bash deploy/dev/worker.sh >"$DIR/worker-start.log" 2>&1 || die "the worker did not start: $(tail -n 5 "$DIR/worker-start.log")"
+	[[ -s $PIDFILE ]] || die "no $PIDFILE after starting the worker (another process answers on its admin address?)"
+	WPID=$(<"$PIDFILE")
+	kill -0 "$WPID" 2>/dev/null || die "worker pid $WPID is not alive"
+}
+hwm_mib() { awk '/^VmHWM:/ { printf "%.1f", $2 / 1024 }' "/proc/$1/status"; }
+
+# ticks PID: utime + stime of a process (0 when gone).
+ticks() {
+	[[ -n ${1:-} && -r /proc/$1/stat ]] || {
+		echo 0
+		return
+	}
+	{ sed 's/^.*) //' "/proc/$1/stat" 2>/dev/null || true; } | awk '{ t = $12 + $13 } END { print t + 0 }'
+}
+# pg_ticks: the whole PostgreSQL server: live children plus the reaped ones.
+pg_ticks() {
+	local pm sum p
+	pm=$(head -n 1 "$PGDATA_DIR/postmaster.pid" 2>/dev/null || true)
+	[[ -n $pm && -r /proc/$pm/stat ]] || {
+		echo 0
+		return
+	}
+	sum=$(sed 's/^.*) //' "/proc/$pm/stat" | awk '{ print $12 + $13 + $14 + $15 }')
+	for p in $(pgrep -P "$pm"); do
+		sum=$((sum + $(ticks "$p")))
+	done
+	echo "$sum"
+}
+temporal_pid() { pgrep -o -f 'temporal server start-dev' || true; }
+cpu_s() { awk -v a="$1" -v b="$2" -v hz="$HZ" 'BEGIN { printf "%.2f", (b - a) / hz }'; }
+
+# --- sampling during a timed step --------------------------------------------
+
+# sampler STEP DB: every second, the CPU ticks of DB's client backends and of
+# the apply worker / walsender of the subscription (pid ticks lines), and
+# with BENCH_TOP=1 a `top -H` snapshot every TOP_EVERY s.
+sampler() {
+	local step=$1 db=$2 last=0 t
+	while :; do
+		sql postgres -F ' ' -c "SELECT pid, CASE WHEN backend_type = 'client backend' THEN 'backend' ELSE replace(backend_type, ' ', '_') END FROM pg_stat_activity
+			WHERE (datname = '$db' AND backend_type IN ('client backend', 'logical replication worker')) OR (backend_type = 'walsender' AND application_name = '$SUBNAME')" 2>/dev/null |
+			while read -r pid kind; do printf '%s %s %s\n' "$kind" "$pid" "$(ticks "$pid")"; done >>"$DIR/$step.samples"
+		t=$(date +%s)
+		if [[ $TOP == 1 ]] && ((t - last >= TOP_EVERY)); then
+			{
+				echo "=== $(date +%T)"
+				top -b -n 1 -H -w 200 | head -n 30
+			} >>"$DIR/$step.top" 2>/dev/null
+			last=$t
+		fi
+		sleep 1
+	done
+}
+start_step() { # start_step STEP DB
+	: >"$DIR/$1.samples"
+	: >"$DIR/$1.top"
+	sql postgres -c CHECKPOINT
+	sampler "$1" "$2" &
+	SAMPLER_PID=$!
+	C_W0=$(ticks "${WPID:-}") C_P0=$(pg_ticks) C_T0=$(ticks "$(temporal_pid)")
+}
+end_step() { # end_step STEP: sets CPU_WORKER CPU_PG CPU_TEMPORAL CPU_BACKENDS CPU_APPLY CPU_WALSENDER
+	kill "$SAMPLER_PID" 2>/dev/null || true
+	wait "$SAMPLER_PID" 2>/dev/null || true
+	SAMPLER_PID=
+	CPU_WORKER=$(cpu_s "$C_W0" "$(ticks "${WPID:-}")")
+	CPU_PG=$(cpu_s "$C_P0" "$(pg_ticks)")
+	CPU_TEMPORAL=$(cpu_s "$C_T0" "$(ticks "$(temporal_pid)")")
+	local k
+	for k in backend logical_replication_worker walsender; do
+		printf -v "CPU_$k" '%s' "$(awk -v k="$k" -v hz="$HZ" '$1 == k && $3 + 0 > m[$2] { m[$2] = $3 + 0 } END { for (p in m) s += m[p]; printf "%.2f", s / hz }' "$DIR/$1.samples")"
+	done
+}
+
+# --- schema, seed and changes ------------------------------------------------
+
+SCHEMA_SQL="
+CREATE TABLE bench_item (
+	id      bigint PRIMARY KEY,
+	qty     integer NOT NULL,
+	price   numeric(12,2),
+	label   text,
+	created timestamptz NOT NULL,
+	active  boolean,
+	attrs   jsonb,
+	ref     uuid,
+	score   double precision
+);
+CREATE TABLE bench_pair (
+	id bigint PRIMARY KEY,
+	v  integer NOT NULL
+);"
+
+# Row expressions of key g, shared by the seed and the generator so every
+# database starts equal.
+ITEM_ROW="g, g % 1000, (g % 100000) / 100.0, 'row-' || md5(g::text), timestamptz '2024-01-01 00:00:00+00' + g * interval '1 second', CASE WHEN g % 7 = 0 THEN NULL ELSE g % 3 = 0 END, jsonb_build_object('g', g, 'k', 't' || g % 13), md5(g::text)::uuid, g * 0.5"
+PAIR_ROW="g, (g * 7) % 100000"
+
+seed_db() {
+	sql postgres -c "CREATE DATABASE $1"
+	{
+		echo "$SCHEMA_SQL"
+		echo "INSERT INTO bench_item SELECT $ITEM_ROW FROM generate_series(1, $SEED_ITEM) g;"
+		echo "INSERT INTO bench_pair SELECT $PAIR_ROW FROM generate_series(1, $SEED_PAIR) g;"
+		echo "VACUUM ANALYZE;"
+	} | sql "$1"
+}
+
+# gen_changes: CHANGES row changes as SQL, one BEGIN/COMMIT per transaction.
+# Sizes are log-uniform in 1..1000; a transaction is a random sequence of
+# statements of 1..200 rows, each an insert, update or delete of either table
+# (weights below). Keys stay one contiguous range per table (inserts above
+# it, deletes from its bottom, updates of a random sub-range), so every
+# statement changes exactly the rows it counts. Last line: "-- stats tx ins
+# upd del".
+gen_changes() {
+	awk -v total="$CHANGES" -v si="$SEED_ITEM" -v sp="$SEED_PAIR" -v item_row="$ITEM_ROW" -v pair_row="$PAIR_ROW" '
+	BEGIN {
+		srand(7331)
+		tname[1] = "bench_item"; tname[2] = "bench_pair"
+		lo[1] = 1; hi[1] = si; lo[2] = 1; hi[2] = sp
+		# kind = (table, op) with op 1 insert, 2 update, 3 delete; weights in %.
+		nk = split("1 1 1 2 2 2", kt, " "); split("1 2 3 1 2 3", ko, " "); split("28 27 10 15 12 8", kw, " ")
+		done = 0; tx = 0
+		while (done < total) {
+			size = int(exp(rand() * log(1001))); if (size < 1) size = 1; if (size > 1000) size = 1000
+			if (size > total - done) size = total - done
+			print "BEGIN;"
+			rem = size
+			while (rem > 0) {
+				n = 1 + int(rand() * (rem < 200 ? rem : 200))
+				r = rand() * 100; k = nk
+				for (i = 1; i <= nk; i++) { r -= kw[i]; if (r < 0) { k = i; break } }
+				t = kt[k]; op = ko[k]; live = hi[t] - lo[t] + 1
+				# Keep at least 1000 rows in each table.
+				if (op != 1 && live - n < 1000) op = 1
+				if (op == 1) {
+					a = hi[t] + 1; b = hi[t] + n; hi[t] = b
+					printf "INSERT INTO %s SELECT %s FROM generate_series(%d, %d) g;\n", tname[t], (t == 1 ? item_row : pair_row), a, b
+				} else if (op == 2) {
+					a = lo[t] + int(rand() * (live - n + 1)); b = a + n - 1
+					if (t == 1) printf "UPDATE bench_item SET qty = qty + 1, price = price + 0.01, label = \x27upd-\x27 || md5((id + qty)::text), active = NOT active, attrs = attrs || jsonb_build_object(\x27u\x27, qty), score = score + 0.25 WHERE id BETWEEN %d AND %d;\n", a, b
+					else printf "UPDATE bench_pair SET v = v + 1 WHERE id BETWEEN %d AND %d;\n", a, b
+				} else {
+					a = lo[t]; b = lo[t] + n - 1; lo[t] = b + 1
+					printf "DELETE FROM %s WHERE id BETWEEN %d AND %d;\n", tname[t], a, b
+				}
+				cnt[op] += n; rem -= n
+			}
+			print "COMMIT;"
+			done += size; tx++
+		}
+		printf "-- stats %d %d %d %d\n", tx, cnt[1], cnt[2], cnt[3]
+	}'
+}
+
+# gen_blobs ROWS FIRST: ~ROWS changes of 1 KiB rows on bench_blob in
+# transactions of 1000: 80 % inserts of keys FIRST.., 20 % updates of rows
+# inserted before. Last line: "-- stats tx next_key".
+gen_blobs() {
+	awk -v total="$1" -v first="$2" '
+	BEGIN {
+		srand(4242); next_key = first; done = 0; tx = 0
+		while (done < total) {
+			size = total - done < 1000 ? total - done : 1000
+			ins = int(size * 0.8); upd = size - ins
+			if (next_key - 1 < upd) { ins = size; upd = 0 }
+			print "BEGIN;"
+			printf "INSERT INTO bench_blob SELECT g, 0, repeat(md5(g::text), 32) FROM generate_series(%d, %d) g;\n", next_key, next_key + ins - 1
+			if (upd > 0) {
+				a = 1 + int(rand() * (next_key - upd))
+				printf "UPDATE bench_blob SET rev = rev + 1, body = repeat(md5(id::text || \x27/\x27 || (rev + 1)), 32) WHERE id BETWEEN %d AND %d;\n", a, a + upd - 1
+			}
+			print "COMMIT;"
+			next_key += ins; done += size; tx++
+		}
+		printf "-- stats %d %d\n", tx, next_key
+	}'
+}
+
+# fingerprint DB TABLE...: "table rows md5" per table; the md5 is over the
+# md5s of the rows' text in key order.
+fingerprint() {
+	local db=$1 t
+	shift
+	for t in "$@"; do
+		sql "$db" -c "SELECT '$t ' || count(*) || ' ' || coalesce(md5(string_agg(md5(x::text), '' ORDER BY x.id)), '-') FROM $t x"
+	done
+}
+
+# --- chain helpers ------------------------------------------------------------
+
+newest_catalog() { ls "$1"/catalog/gen-*.json | sort | tail -n 1; }
+full_id() { jq -r '.segments[0].full.id' "$(newest_catalog "$1")"; }
+tip_incremental_id() { jq -r '.segments[-1].incrementals[-1].id // empty' "$(newest_catalog "$1")"; }
+manifest_of() { echo "$1/manifests/$2.json"; }
+raw_bytes() { jq -r '[.chunks[]?.raw_size] | add // 0' "$1"; }
+
+backup_full() { # backup_full DB CHAIN LOG
+	"$SLUICE" backup full --source "$(dsn "$1")" --target "file://$2" --chain-slot >"$3" 2>&1 ||
+		die "sluice backup full of $1 failed: $(tail -n 5 "$3")"
+}
+backup_incremental() { # backup_incremental DB CHAIN LOG: prints the new incremental's ID
+	"$SLUICE" backup incremental --source "$(dsn "$1")" --target "file://$2" >"$3" 2>&1 ||
+		die "sluice backup incremental of $1 failed: $(tail -n 5 "$3")"
+	tip_incremental_id "$2"
+}
+restore_full() { # restore_full CHAIN FULL_ID DB LOG
+	sql postgres -c "CREATE DATABASE $3"
+	"$SLUICE" restore --backup-target "file://$1" --target "$(dsn "$3")" --through "$2" >"$4" 2>&1 ||
+		die "sluice restore into $3 failed: $(tail -n 5 "$4")"
+}
+
+# broker_until CHAIN STREAM AT LANES INC LOG DB: starts a broker on target DB
+# and returns once its status names INC as last applied (polled every 200 ms).
+broker_until() {
+	local chain=$1 stream=$2 at=$3 lanes=$4 inc=$5 out=$6 db=$7 st la phase i
+	"$SLUICE" sync from-backup run --backup-target "file://$chain" --target "$(dsn "$db")" --stream-id "$stream" \
+		--at-chain-id "$at" --apply-concurrency "$lanes" --poll-interval 200ms --detach >"$out" 2>&1 ||
+		die "sluice sync from-backup run ($stream) failed: $(tail -n 5 "$out")"
+	for ((i = 0; ; i++)); do
+		if st=$("$SLUICE" sync from-backup status --stream-id "$stream" --json 2>>"$out"); then
+			read -r la phase < <(jq -r '[(.last_applied // "-"), (.phase // "-")] | @tsv' <<<"$st")
+			[[ $la == "$inc" ]] && return 0
+			case $phase in refused | failed) die "broker $stream: $phase: $(jq -r '.last_error // ""' <<<"$st")" ;; esac
+		elif [[ $(wf_status "broker/$stream") != RUNNING ]]; then
+			die "broker $stream is not running ($(wf_status "broker/$stream")); see $out and $SLUICE_STATE/worker.log"
+		fi
+		((i < 18000 * 5)) || die "broker $stream did not apply $inc within 5 hours"
+		sleep 0.2
+	done
+}
+broker_stop() { # broker_stop CHAIN STREAM
+	local st
+	"$SLUICE" sync from-backup stop --backup-target "file://$1" --stream-id "$2" --reason "bench/apply.sh" >>"$DIR/$2.stop.log" 2>&1 ||
+		die "sluice sync from-backup stop $2 failed: $(tail -n 5 "$DIR/$2.stop.log")"
+	for _ in $(seq 1 600); do
+		st=$(wf_status "broker/$2")
+		[[ $st == COMPLETED ]] && return 0
+		[[ $st == RUNNING ]] || die "broker/$2 ended $st, not COMPLETED"
+		sleep 0.2
+	done
+	die "broker/$2 did not complete within 2 minutes of its stop"
+}
+# apply_activity_secs STREAM: scheduled -> completed of the last
+# ApplyBrokerIncremental of broker/STREAM (null if unknown).
+apply_activity_secs() {
+	temporal workflow show -w "broker/$1" -o json 2>/dev/null | jq '
+		def t: capture("^(?<s>[^.]+)(\\.(?<f>[0-9]+))?Z$") | (.s + "Z" | fromdateiso8601) + ("0." + (.f // "0") | tonumber);
+		[.events[]] as $e
+		| [$e[] | select(.activityTaskScheduledEventAttributes.activityType.name? == "ApplyBrokerIncremental") | .eventId] as $ids
+		| [$e[] | select(.eventType == "EVENT_TYPE_ACTIVITY_TASK_COMPLETED" and (.activityTaskCompletedEventAttributes.scheduledEventId | IN($ids[])))] as $done
+		| if ($done | length) == 0 then null else
+			($done[-1].activityTaskCompletedEventAttributes.scheduledEventId) as $sid
+			| (($done[-1].eventTime | t) - ($e[] | select(.eventId == $sid) | .eventTime | t)) * 1000 | round / 1000
+		  end' 2>/dev/null || echo null
+}
+
+# --- main --------------------------------------------------------------------
+
+main() {
+	preflight
+	mkdir -p "$DIR"
+	log "cleaning up any previous run"
+	(cleanup)
+	trap cleanup EXIT
+	trap 'exit 130' INT TERM
+	rm -rf "${DIR:?}"/*
+	bash deploy/dev/worker.sh >/dev/null # a worker of the current build for the untimed steps
+
+	# --- 1. the chain ----------------------------------------------------
+	log "creating $SRC and $SUB (schema + seed rows)"
+	seed_db "$SRC"
+	seed_db "$SUB"
+	log "sluice backup full --chain-slot of $SRC"
+	backup_full "$SRC" "$CHAIN" "$DIR/backup-full.log"
+	local full
+	full=$(full_id "$CHAIN")
+	[[ -n $full && $full != null ]] || die "no full in $(newest_catalog "$CHAIN")"
+	[[ $(sql "$SRC" -c "SELECT count(*) FROM pg_publication WHERE pubname = '$PUB'") == 1 ]] || die "publication $PUB missing after the full"
+
+	log "PostgreSQL anchor: slot $SUBNAME and a disabled subscription in $SUB"
+	sql "$SRC" -c "SELECT pg_create_logical_replication_slot('$SUBNAME', 'pgoutput')" >/dev/null
+	sql "$SUB" -c "CREATE SUBSCRIPTION $SUBNAME CONNECTION 'host=127.0.0.1 port=5432 dbname=$SRC user=postgres' PUBLICATION $PUB
+		WITH (create_slot = false, slot_name = '$SUBNAME', copy_data = false, enabled = false)"
+
+	log "generating $CHANGES changes on $SRC"
+	gen_changes >"$DIR/changes.sql"
+	local tx n_ins n_upd n_del
+	read -r _ _ tx n_ins n_upd n_del < <(tail -n 1 "$DIR/changes.sql")
+	local st_q="SELECT sum(n_tup_ins + n_tup_upd + n_tup_del) FROM pg_stat_user_tables"
+	local st0 st1 lsn0 lsn1 g0 g1 gen_s
+	st0=$(sql "$SRC" -c "$st_q")
+	lsn0=$(sql "$SRC" -c 'SELECT pg_current_wal_lsn()')
+	g0=$(now)
+	sql "$SRC" -f "$DIR/changes.sql"
+	g1=$(now)
+	lsn1=$(sql "$SRC" -c 'SELECT pg_current_wal_lsn()')
+	gen_s=$(secs "$g0" "$g1")
+	sleep 1 # statistics reach pg_stat_user_tables within a second
+	st1=$(sql "$SRC" -c "$st_q")
+	((st1 - st0 == CHANGES)) || die "the source counted $((st1 - st0)) row changes, expected $CHANGES"
+	local wal_bytes
+	wal_bytes=$(sql "$SRC" -c "SELECT pg_wal_lsn_diff('$lsn1', '$lsn0')::bigint")
+	log "generated $n_ins inserts, $n_upd updates, $n_del deletes in $tx transactions in ${gen_s}s (WAL $lsn0 -> $lsn1)"
+
+	log "sluice backup incremental"
+	local b0 inc inc_s manifest m_changes m_tx m_raw m_stored m_chunks
+	b0=$(now)
+	inc=$(backup_incremental "$SRC" "$CHAIN" "$DIR/backup-incremental.log")
+	inc_s=$(secs "$b0" "$(now)")
+	[[ -n $inc ]] || die "no incremental in $(newest_catalog "$CHAIN")"
+	manifest=$(manifest_of "$CHAIN" "$inc")
+	m_changes=$(jq -r '.changes' "$manifest")
+	m_tx=$(jq -r '.transactions' "$manifest")
+	m_raw=$(raw_bytes "$manifest")
+	m_stored=$(jq -r '[.chunks[]?.size] | add // 0' "$manifest")
+	m_chunks=$(jq -r '.chunks | length' "$manifest")
+	((m_changes == CHANGES)) || die "incremental $inc holds $m_changes changes, expected $CHANGES"
+	((m_tx == tx)) || log "warning: incremental $inc holds $m_tx transactions, the generator ran $tx"
+	log "chain: full $full, incremental $inc ($m_changes changes, $m_chunks chunks, $m_raw raw bytes) in ${inc_s}s"
+	local src_fp
+	src_fp=$(fingerprint "$SRC" "${TABLES[@]}")
+	printf '%s\n' "$src_fp" >"$DIR/source.fingerprint"
+
+	# --- 2. the broker, 1 and 4 lanes ------------------------------------
+	local -A S_SECS S_ACT S_RSS S_CPU
+	local n db t0 t1
+	for n in 1 4; do
+		db=$DST_PREFIX$n
+		log "c$n: restoring the full into $db"
+		restore_full "$CHAIN" "$full" "$db" "$DIR/restore-c$n.log"
+		restart_worker
+		log "c$n: timing the broker (worker pid $WPID, $n lanes)"
+		start_step "sluice-c$n" "$db"
+		t0=$(now)
+		broker_until "$CHAIN" "bench-c$n" "$full" "$n" "$inc" "$DIR/broker-c$n.log" "$db"
+		t1=$(now)
+		S_RSS[$n]=$(hwm_mib "$WPID")
+		end_step "sluice-c$n"
+		S_SECS[$n]=$(secs "$t0" "$t1")
+		S_CPU[$n]=$(jq -nc --argjson w "$CPU_WORKER" --argjson p "$CPU_PG" --argjson b "$CPU_backend" --argjson t "$CPU_TEMPORAL" \
+			'{worker: $w, postgres_total: $p, target_backends: $b, temporal_server: $t}')
+		[[ $(fingerprint "$db" "${TABLES[@]}") == "$src_fp" ]] || die "c$n: $db differs from the source (see $DIR/source.fingerprint)"
+		broker_stop "$CHAIN" "bench-c$n"
+		S_ACT[$n]=$(apply_activity_secs "bench-c$n")
+		log "c$n: ${S_SECS[$n]}s (apply activity ${S_ACT[$n]}s), peak RSS ${S_RSS[$n]} MiB, CPU ${S_CPU[$n]}; target equals source"
+		sql postgres -c "DROP DATABASE $db WITH (FORCE)"
+	done
+
+	# --- 3. PostgreSQL ---------------------------------------------------
+	log "timing PostgreSQL: ENABLE $SUBNAME until confirmed_flush_lsn >= $lsn1"
+	local p0 p1 pg_s caught=0 i errs
+	WPID=
+	start_step pg "$SUB"
+	p0=$(now)
+	sql "$SUB" -c "ALTER SUBSCRIPTION $SUBNAME ENABLE"
+	for ((i = 1; i <= 5 * 3600 * 5; i++)); do
+		if [[ $(sql postgres -c "SELECT coalesce(confirmed_flush_lsn >= '$lsn1', false) FROM pg_replication_slots WHERE slot_name = '$SUBNAME'") == t ]]; then
+			caught=1
+			break
+		fi
+		if ((i % 25 == 0)); then
+			errs=$(sql "$SUB" -c "SELECT apply_error_count FROM pg_stat_subscription_stats WHERE subname = '$SUBNAME'")
+			((${errs:-0} == 0)) || die "the subscription reports $errs apply errors (PostgreSQL log)"
+		fi
+		sleep 0.2
+	done
+	p1=$(now)
+	end_step pg
+	((caught)) || die "the subscription did not confirm $lsn1 within 5 hours"
+	pg_s=$(secs "$p0" "$p1")
+	local pg_cpu
+	pg_cpu=$(jq -nc --argjson p "$CPU_PG" --argjson a "$CPU_logical_replication_worker" --argjson w "$CPU_walsender" \
+		'{postgres_total: $p, apply_worker: $a, walsender: $w}')
+	sql "$SUB" -c "ALTER SUBSCRIPTION $SUBNAME DISABLE"
+	[[ $(fingerprint "$SUB" "${TABLES[@]}") == "$src_fp" ]] || die "the subscriber $SUB differs from the source"
+	log "PostgreSQL: ${pg_s}s, CPU $pg_cpu; subscriber equals source"
+
+	# --- 4. memory flatness ------------------------------------------------
+	local rss_json=null
+	if [[ $RSS == 1 ]]; then
+		log "memory: source $RSS_SRC, chain $RSS_CHAIN"
+		sql postgres -c "CREATE DATABASE $RSS_SRC"
+		sql "$RSS_SRC" -c "CREATE TABLE bench_blob (id bigint PRIMARY KEY, rev integer NOT NULL, body text NOT NULL);
+			INSERT INTO bench_blob SELECT g, 0, repeat(md5(g::text), 32) FROM generate_series(1, $SEED_BLOB) g; VACUUM ANALYZE bench_blob;"
+		backup_full "$RSS_SRC" "$RSS_CHAIN" "$DIR/rss-backup-full.log"
+		local rfull at next=$((SEED_BLOB + 1)) label mb rows rinc rman rraw rchg r0 r1 rsecs rhwm ract
+		rfull=$(full_id "$RSS_CHAIN")
+		restore_full "$RSS_CHAIN" "$rfull" "$RSS_DST" "$DIR/rss-restore.log"
+		at=$rfull
+		rss_json='[]'
+		for label in small large; do
+			[[ $label == small ]] && mb=$RSS_SMALL_MB || mb=$RSS_LARGE_MB
+			# ~1090 raw bytes per change (1 KiB text plus key, columns, identity).
+			rows=$((mb * 1000000 / 1090))
+			log "memory/$label: ~$mb MB raw: $rows changes of 1 KiB rows"
+			gen_blobs "$rows" "$next" >"$DIR/rss-$label.sql"
+			read -r _ _ _ next < <(tail -n 1 "$DIR/rss-$label.sql")
+			sql "$RSS_SRC" -f "$DIR/rss-$label.sql"
+			rm -f "$DIR/rss-$label.sql"
+			rinc=$(backup_incremental "$RSS_SRC" "$RSS_CHAIN" "$DIR/rss-backup-$label.log")
+			rman=$(manifest_of "$RSS_CHAIN" "$rinc")
+			rraw=$(raw_bytes "$rman")
+			rchg=$(jq -r .changes "$rman")
+			restart_worker
+			log "memory/$label: broker over $rinc ($rchg changes, $rraw raw bytes), worker pid $WPID"
+			r0=$(now)
+			broker_until "$RSS_CHAIN" bench-rss "$at" "$RSS_LANES" "$rinc" "$DIR/broker-rss-$label.log" "$RSS_DST"
+			r1=$(now)
+			rhwm=$(hwm_mib "$WPID")
+			rsecs=$(secs "$r0" "$r1")
+			[[ $(fingerprint "$RSS_DST" bench_blob) == "$(fingerprint "$RSS_SRC" bench_blob)" ]] || die "memory/$label: $RSS_DST differs from $RSS_SRC"
+			broker_stop "$RSS_CHAIN" bench-rss
+			ract=$(apply_activity_secs bench-rss)
+			log "memory/$label: $(awk -v b="$rraw" 'BEGIN { printf "%.1f", b / 1e6 }') MB raw applied in ${rsecs}s, peak RSS $rhwm MiB"
+			rss_json=$(jq -c --arg l "$label" --arg id "$rinc" --argjson raw "$rraw" --argjson ch "$rchg" --argjson s "$rsecs" \
+				--argjson a "$ract" --argjson h "$rhwm" --argjson lanes "$RSS_LANES" \
+				'. + [{label: $l, incremental: $id, raw_bytes: $raw, raw_mb: ($raw / 1e6 * 10 | round / 10), changes: $ch,
+					lanes: $lanes, seconds: $s, apply_activity_seconds: $a, peak_rss_mib: $h}]' <<<"$rss_json")
+			at=$rinc
+		done
+	fi
+
+	# --- 5. report -----------------------------------------------------------
+	local r1s r4s rpg ratio1 ratio4 mem_kb cpu_model
+	r1s=$(rate "$CHANGES" "${S_SECS[1]}")
+	r4s=$(rate "$CHANGES" "${S_SECS[4]}")
+	rpg=$(rate "$CHANGES" "$pg_s")
+	ratio1=$(awk -v a="$r1s" -v b="$rpg" 'BEGIN { printf "%.3f", a / b }')
+	ratio4=$(awk -v a="$r4s" -v b="$rpg" 'BEGIN { printf "%.3f", a / b }')
+	mem_kb=$(awk '/^MemTotal:/ { print $2 }' /proc/meminfo)
+	cpu_model=$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)
+
+	jq -n --arg pg "$PGVER" --arg cpu "$cpu_model" --argjson nproc "$(nproc)" --argjson mem_kb "$mem_kb" --arg kernel "$(uname -r)" \
+		--argjson changes "$CHANGES" --argjson tx "$tx" --argjson ins "$n_ins" --argjson upd "$n_upd" --argjson del "$n_del" \
+		--argjson wal "$wal_bytes" --argjson gen_s "$gen_s" \
+		--arg full "$full" --arg inc "$inc" --argjson raw "$m_raw" --argjson stored "$m_stored" --argjson chunks "$m_chunks" --argjson inc_s "$inc_s" \
+		--argjson s1 "${S_SECS[1]}" --argjson s4 "${S_SECS[4]}" --argjson a1 "${S_ACT[1]}" --argjson a4 "${S_ACT[4]}" \
+		--argjson r1 "$r1s" --argjson r4 "$r4s" --argjson h1 "${S_RSS[1]}" --argjson h4 "${S_RSS[4]}" \
+		--argjson c1 "${S_CPU[1]}" --argjson c4 "${S_CPU[4]}" \
+		--argjson ps "$pg_s" --argjson pr "$rpg" --argjson pc "$pg_cpu" \
+		--argjson q1 "$ratio1" --argjson q4 "$ratio4" --argjson rss "$rss_json" \
+		'{
+			machine: {nproc: $nproc, cpu_model: $cpu, mem_kb: $mem_kb, kernel: $kernel, postgres: $pg},
+			workload: {changes: $changes, transactions: $tx, inserts: $ins, updates: $upd, deletes: $del, wal_bytes: $wal, generate_seconds: $gen_s},
+			chain: {full: $full, incremental: $inc, raw_bytes: $raw, stored_bytes: $stored, chunks: $chunks, backup_incremental_seconds: $inc_s},
+			sluice: {
+				c1: {seconds: $s1, apply_activity_seconds: $a1, changes_per_second: $r1, peak_rss_mib: $h1, cpu_seconds: $c1},
+				c4: {seconds: $s4, apply_activity_seconds: $a4, changes_per_second: $r4, peak_rss_mib: $h4, cpu_seconds: $c4}},
+			postgres: {seconds: $ps, changes_per_second: $pr, cpu_seconds: $pc},
+			ratio_changes_per_second: {c1_to_postgres: $q1, c4_to_postgres: $q4},
+			memory: $rss
+		}' >"$DIR/apply.json"
+
+	cat <<EOF
+
+sluice apply benchmark — $(date -u +%FT%TZ)
+machine    $(nproc) CPUs ($cpu_model), $((mem_kb / 1024)) MiB RAM, kernel $(uname -r), PostgreSQL $PGVER
+workload   $CHANGES changes ($n_ins ins, $n_upd upd, $n_del del) in $tx transactions of 1-1000
+chain      incremental $inc: $m_chunks chunks, $(awk -v b="$m_raw" 'BEGIN { printf "%.1f", b / 1e6 }') MB raw, $(awk -v b="$m_stored" 'BEGIN { printf "%.1f", b / 1e6 }') MB stored
+
+                    seconds   changes/s   vs PG   peak RSS MiB   CPU s
+sluice c1        $(printf '%9s %11s %7s %14s' "${S_SECS[1]}" "$r1s" "$ratio1" "${S_RSS[1]}")   $(jq -r '"worker \(.worker), postgres \(.postgres_total) (lanes \(.target_backends))"' <<<"${S_CPU[1]}")
+sluice c4        $(printf '%9s %11s %7s %14s' "${S_SECS[4]}" "$r4s" "$ratio4" "${S_RSS[4]}")   $(jq -r '"worker \(.worker), postgres \(.postgres_total) (lanes \(.target_backends))"' <<<"${S_CPU[4]}")
+PostgreSQL       $(printf '%9s %11s %7s %14s' "$pg_s" "$rpg" "1.000" "-")   $(jq -r '"postgres \(.postgres_total) (apply \(.apply_worker), walsender \(.walsender))"' <<<"$pg_cpu")
+
+apply activity alone: c1 ${S_ACT[1]}s, c4 ${S_ACT[4]}s (the rest: workflow start, catalog poll, status polling)
+EOF
+	if [[ $RSS == 1 ]]; then
+		echo "memory ($RSS_LANES lanes):"
+		jq -r '.[] | "  \(.label): \(.raw_mb) MB raw, \(.changes) changes, \(.seconds) s, peak RSS \(.peak_rss_mib) MiB"' <<<"$rss_json"
+	else
+		echo "memory: skipped (BENCH_RSS=0)"
+	fi
+	echo "results: $DIR/apply.json$([[ $TOP == 1 ]] && echo "; top -H samples: $DIR/*.top")"
+}
+
+main "$@"
