@@ -367,3 +367,47 @@ func (a *Activities) RequestBrokerStop(ctx context.Context, p BrokerParams) erro
 	}
 	return temporalError(ch.PutStopMarker(ctx, chain.RoleBroker, p.Stream, chain.StopMarker{RequestedAt: time.Now(), By: "stop signal"}))
 }
+
+// JudgeResult is what the judgment of an incremental found.
+type JudgeResult struct {
+	Unidentified int64    `json:"unidentified,omitempty"`
+	Tables       []string `json:"tables,omitempty"`
+}
+
+// JudgeBrokerIncremental judges an incremental before any of it is applied:
+// every table it touches must have a key the replayed rows carry, or the
+// replay must be exactly-once through identities and marks; otherwise it
+// refuses with SLUICE-E-BROKER-KEYLESS-TABLE. Changes without identity on
+// keyed tables are logged once as the WARN BROKER-UNIDENTIFIED-CHANGES.
+func (a *Activities) JudgeBrokerIncremental(ctx context.Context, p BrokerApplyParams) (JudgeResult, error) {
+	ch, dsn, err := a.brokerTarget(ctx, p.BrokerParams)
+	if err != nil {
+		return JudgeResult{}, temporalError(err)
+	}
+	cat, err := ch.LoadCatalog(ctx)
+	if err != nil {
+		return JudgeResult{}, temporalError(err)
+	}
+	m, err := a.manifest(ctx, ch, p.Link.ID)
+	if err != nil {
+		return JudgeResult{}, temporalError(err)
+	}
+	schema, err := ch.SchemaAt(ctx, cat, m.Parent)
+	if err != nil {
+		return JudgeResult{}, temporalError(err)
+	}
+	conn, err := pgtarget.Connect(ctx, dsn)
+	if err != nil {
+		return JudgeResult{}, temporalError(err)
+	}
+	defer conn.Close(context.Background())
+	j, err := pgtarget.JudgeIncremental(ctx, conn, ch, m, schema)
+	if err != nil {
+		return JudgeResult{}, temporalError(err)
+	}
+	if j.Unidentified > 0 {
+		activity.GetLogger(ctx).Warn("BROKER-UNIDENTIFIED-CHANGES: changes without apply identity re-apply without marks and converge by key",
+			"stream", p.Stream, "incremental", m.ID, "count", j.Unidentified)
+	}
+	return JudgeResult{Unidentified: j.Unidentified, Tables: j.Tables}, nil
+}

@@ -42,9 +42,11 @@ type BrokerStatus struct {
 	Incrementals         int64     `json:"incrementals_applied"`
 	ChangesApplied       int64     `json:"changes_applied"`
 	ChangesSkipped       int64     `json:"changes_skipped"`
-	LastPollAt           time.Time `json:"last_poll_at,omitempty"`
-	LastError            string    `json:"last_error,omitempty"`
-	StopRequested        bool      `json:"stop_requested,omitempty"`
+	// Unidentified counts applied changes that carried no apply identity.
+	Unidentified  int64     `json:"unidentified_changes,omitempty"`
+	LastPollAt    time.Time `json:"last_poll_at,omitempty"`
+	LastError     string    `json:"last_error,omitempty"`
+	StopRequested bool      `json:"stop_requested,omitempty"`
 }
 
 // BrokerResult is how a broker run ended.
@@ -213,12 +215,20 @@ func BrokerWorkflow(ctx workflow.Context, in BrokerInput) (BrokerResult, error) 
 			if stopped() {
 				break
 			}
-			st.Phase, st.Applying = "applying", link.ID
+			st.Phase, st.Applying = "judging", link.ID
+			params := activities.BrokerApplyParams{BrokerParams: in.BrokerParams, Link: link, Concurrency: in.Concurrency}
+			var judged activities.JudgeResult
+			err := workflow.ExecuteActivity(shortActivity(ctx, "judge incremental "+link.ID), a.JudgeBrokerIncremental, params).Get(ctx, &judged)
 			var r activities.BrokerApplyResult
-			err := workflow.ExecuteActivity(brokerApplyActivity(ctx, link.ID), a.ApplyBrokerIncremental, activities.BrokerApplyParams{
-				BrokerParams: in.BrokerParams, Link: link, Concurrency: in.Concurrency,
-			}).Get(ctx, &r)
+			applying := false
+			if err == nil {
+				st.Phase, applying = "applying", true
+				err = workflow.ExecuteActivity(brokerApplyActivity(ctx, link.ID), a.ApplyBrokerIncremental, params).Get(ctx, &r)
+			}
 			if err != nil {
+				if isCanceled(ctx, err) && !applying {
+					return cancelled("", "")
+				}
 				if isCanceled(ctx, err) {
 					return cancelled(errcode.BrokerIncrementalPartial, "cancelled while applying incremental "+link.ID+"; run again to resume exactly once")
 				}
@@ -236,6 +246,7 @@ func BrokerWorkflow(ctx workflow.Context, in BrokerInput) (BrokerResult, error) 
 			st.Incrementals++
 			st.ChangesApplied += r.Applied
 			st.ChangesSkipped += r.Skipped
+			st.Unidentified += judged.Unidentified
 			st.LinksBehind = len(wait.Pending) - i - 1
 			st.SecondsBehind = 0
 			if i+1 < len(wait.Pending) {

@@ -124,6 +124,9 @@ var (
 	BrokerIncrementalRewritten = register("SLUICE-E-BROKER-INCREMENTAL-REWRITTEN", ExitRefused,
 		"The incremental the broker's position is inside was rewritten between two runs (another link follows the last applied one, its chunk list differs, or it holds fewer records than the position counted).",
 		"The skip would be counted over a different stream of changes. Rebuild the target with --reset-target-data.")
+	BrokerKeylessTable = register("SLUICE-E-BROKER-KEYLESS-TABLE", ExitRefused,
+		"A table the next incremental touches has no key the replayed rows carry, and its replay cannot be made exactly-once (the message names the failed judgment and the reason).",
+		"Follow the remedy for the reason given: restore with --reset-target-data (incremental without identities), put a key on the source and take a new full (a change without identity), make sluice_cdc_apply_marks usable, or give the target table the source's key instead of a surrogate.")
 	BrokerFenced = register("SLUICE-E-BROKER-FENCED", ExitRuntime,
 		"Another run of the same stream took over the position row; this run's transaction was rolled back.",
 		"Nothing to do if the other run is the one you want; otherwise stop it. Two appliers never both advance a stream.")
@@ -149,4 +152,14 @@ var (
 	Internal = register("SLUICE-E-INTERNAL", ExitRuntime,
 		"An unexpected failure without a more specific code.",
 		"Read the message and the worker log; run again. Report it with the message if it repeats.")
+)
+
+// Severed transactions found in a chain (exit 3; see docs/chain-format.md §6.4).
+var (
+	ChainSeveredTransaction = register("SLUICE-E-BACKUP-CHAIN-SEVERED-TRANSACTION", ExitRefused,
+		"One source transaction is cut across two incrementals of the chain (a window ended or began inside it), or an incremental delivers again the transaction the one before it ended with; replaying it would apply part of a transaction, or one transaction twice.",
+		"There is no override. Take a new full backup into a new chain (`sluice backup full --chain-slot` at a new --target) and replay from that; keep the damaged chain for diagnosis. `sluice backup verify-chain` lists every finding.")
+	BackupIncomplete = register("SLUICE-E-BACKUP-INCOMPLETE", ExitRefused,
+		"An incremental's end position is not where the last transaction it stores ends (or, when it stores none, not its start position): changes inside its window are missing from the chain.",
+		"There is no override. Take a new full backup into a new chain (`sluice backup full --chain-slot` at a new --target) and replay from that; keep the damaged chain for diagnosis. `sluice backup verify-chain` lists every finding.")
 )

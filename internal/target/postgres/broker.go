@@ -74,6 +74,14 @@ func ApplyIncrementalForBroker(ctx context.Context, ch *chain.Chain, m *chain.Ma
 				tok.InProgress.Incremental, tok.InProgress.ChunksDigest, m.ID, digest, tok.LastApplied)
 		}
 		skip = tok.InProgress.AppliedThrough
+		var records int64
+		for _, ref := range m.Chunks {
+			records += ref.Rows
+		}
+		if skip > records {
+			return res, errcode.New(errcode.BrokerIncrementalRewritten,
+				"the position counts %d records applied in incremental %s, which now holds %d", skip, m.ID, records)
+		}
 		res.Resumed = true
 	case tok.LastApplied == m.ID:
 		return res, nil // already applied (a retry after the final commit)
