@@ -58,6 +58,9 @@ func brokerApplyActivity(ctx workflow.Context, id string) workflow.Context {
 	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: 24 * time.Hour,
 		HeartbeatTimeout:    10 * time.Second,
+		// A cancelled run ends only once the apply has stopped, so nothing
+		// of it commits after the run reported where it stopped.
+		WaitForCancellation: true,
 		Summary:             "apply incremental " + id,
 		RetryPolicy: &temporal.RetryPolicy{
 			InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second, MaximumAttempts: 5,
