@@ -36,6 +36,15 @@ type Activities struct {
 	HeartbeatInterval time.Duration
 
 	manifests sync.Map // manifest ID -> *chain.Manifest; IDs are content-derived, so the cache never goes stale
+
+	severOnce sync.Once
+	sever     *chain.SeverCache
+}
+
+// severCache is the process's cache of incrementals' boundary facts.
+func (a *Activities) severCache() *chain.SeverCache {
+	a.severOnce.Do(func() { a.sever = chain.NewSeverCache() })
+	return a.sever
 }
 
 func (a *Activities) openChain(ctx context.Context, ref StoreRef) (*chain.Chain, error) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -410,4 +411,78 @@ func (a *Activities) JudgeBrokerIncremental(ctx context.Context, p BrokerApplyPa
 			"stream", p.Stream, "incremental", m.ID, "count", j.Unidentified)
 	}
 	return JudgeResult{Unidentified: j.Unidentified, Tables: j.Tables}, nil
+}
+
+// CheckChainParams ask for the severed-transaction check of a whole chain.
+type CheckChainParams struct {
+	BrokerParams
+	// After is the last link the stream applied: findings up to it are
+	// warnings, findings past it are refusals.
+	After string `json:"after"`
+	// Warned are the findings this run already logged.
+	Warned []string `json:"warned,omitempty"`
+}
+
+// CheckChainResult reports the findings newly logged as warnings.
+type CheckChainResult struct {
+	Warned []string `json:"warned,omitempty"`
+}
+
+// CheckChainForBroker runs the severed-transaction check over the whole
+// chain before a tick applies anything. A finding on a link not yet applied
+// refuses (SLUICE-E-BACKUP-CHAIN-SEVERED-TRANSACTION for shapes A and B,
+// SLUICE-E-BACKUP-INCOMPLETE for C; no override). A finding on an applied
+// link cannot be undone by refusing: it is logged once per run as the WARN
+// CHAIN-APPLIED-SEVERED-TRANSACTION, naming the links.
+func (a *Activities) CheckChainForBroker(ctx context.Context, p CheckChainParams) (CheckChainResult, error) {
+	ch, err := a.openChain(ctx, p.Store)
+	if err != nil {
+		return CheckChainResult{}, temporalError(err)
+	}
+	cat, err := ch.LoadCatalog(ctx)
+	if err != nil {
+		return CheckChainResult{}, temporalError(err)
+	}
+	findings, err := ch.SeveredTransactions(ctx, cat, a.severCache())
+	if err != nil {
+		return CheckChainResult{}, temporalError(err)
+	}
+	applied := map[string]bool{}
+	for _, l := range cat.Links() {
+		applied[l.ID] = true
+		if l.ID == p.After {
+			break
+		}
+	}
+	warned := map[string]bool{}
+	for _, w := range p.Warned {
+		warned[w] = true
+	}
+	var res CheckChainResult
+	for _, f := range findings {
+		if id := damagedLink(f); !applied[id] {
+			return res, temporalError(errcode.New(f.Code(), "link %s is not applied yet: %s", id, f))
+		}
+	}
+	for _, f := range findings {
+		key := f.String()
+		if warned[key] {
+			continue
+		}
+		activity.GetLogger(ctx).Warn("CHAIN-APPLIED-SEVERED-TRANSACTION: a link already applied carries a severed transaction; compare the tables those links touched with the source, or rebuild the target from a new full",
+			"stream", p.Stream, "links", strings.Join(f.Links, ","), "shape", f.Shape, "finding", key)
+		res.Warned = append(res.Warned, key)
+	}
+	return res, nil
+}
+
+// damagedLink is the link a finding is held against: for a transaction split
+// across two incrementals (shape A) the one that ended inside it, for a
+// transaction delivered again (shape B) the one that repeats it, for an
+// incremental ending past its last change (shape C) that incremental.
+func damagedLink(f chain.Finding) string {
+	if f.Shape == chain.ShapeSplit {
+		return f.Links[0]
+	}
+	return f.Links[len(f.Links)-1]
 }

@@ -40,8 +40,9 @@ type RestoreTable struct {
 }
 
 // PlanRestore loads and verifies the chain up to the link to restore (the
-// tip unless Through names one) and plans the restore: that link's segment
-// full, then the segment's incrementals up to the link.
+// tip unless Through names one), refuses when a severed-transaction finding
+// of the chain involves a link on the restore path, and plans the restore:
+// that link's segment full, then the segment's incrementals up to the link.
 func (a *Activities) PlanRestore(ctx context.Context, p PlanRestoreParams) (RestorePlan, error) {
 	ch, err := a.openChain(ctx, p.Store)
 	if err != nil {
@@ -68,6 +69,9 @@ func (a *Activities) PlanRestore(ctx context.Context, p PlanRestoreParams) (Rest
 	if err != nil {
 		return RestorePlan{}, temporalError(errcode.Wrap(errcode.ChainInvalid, err, "path to %s", through))
 	}
+	if err := a.refuseSevered(ctx, ch, cat, path); err != nil {
+		return RestorePlan{}, temporalError(err)
+	}
 	m, err := a.manifest(ctx, ch, path[0].ID)
 	if err != nil {
 		return RestorePlan{}, temporalError(err)
@@ -85,6 +89,24 @@ func (a *Activities) PlanRestore(ctx context.Context, p PlanRestoreParams) (Rest
 		return tableBytes(m, plan.Tables[i].Name) > tableBytes(m, plan.Tables[j].Name)
 	})
 	return plan, nil
+}
+
+// refuseSevered runs the severed-transaction check over the whole chain and
+// returns the first finding that involves a link of the restore path as its
+// coded error; findings on other links do not concern this restore.
+func (a *Activities) refuseSevered(ctx context.Context, ch *chain.Chain, cat *chain.Catalog, path []chain.Link) error {
+	findings, err := ch.SeveredTransactions(ctx, cat, a.severCache())
+	if err != nil {
+		return err
+	}
+	for _, f := range findings {
+		for _, l := range path {
+			if f.Involves(l.ID) {
+				return errcode.New(f.Code(), "refusing to restore through %s: a link on the restore path is damaged: %s", path[len(path)-1].ID, f)
+			}
+		}
+	}
+	return nil
 }
 
 // TargetParams name a restore's store, target and full.

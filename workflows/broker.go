@@ -43,10 +43,12 @@ type BrokerStatus struct {
 	ChangesApplied       int64     `json:"changes_applied"`
 	ChangesSkipped       int64     `json:"changes_skipped"`
 	// Unidentified counts applied changes that carried no apply identity.
-	Unidentified  int64     `json:"unidentified_changes,omitempty"`
-	LastPollAt    time.Time `json:"last_poll_at,omitempty"`
-	LastError     string    `json:"last_error,omitempty"`
-	StopRequested bool      `json:"stop_requested,omitempty"`
+	Unidentified int64     `json:"unidentified_changes,omitempty"`
+	LastPollAt   time.Time `json:"last_poll_at,omitempty"`
+	LastError    string    `json:"last_error,omitempty"`
+	// WarnedSevered are the applied-link findings this run has logged.
+	WarnedSevered []string `json:"warned_severed,omitempty"`
+	StopRequested bool     `json:"stop_requested,omitempty"`
 }
 
 // BrokerResult is how a broker run ended.
@@ -209,6 +211,25 @@ func BrokerWorkflow(ctx workflow.Context, in BrokerInput) (BrokerResult, error) 
 			st.StopRequested = true
 			continue
 		}
+		// The whole chain is checked for severed transactions before
+		// anything of this tick is applied.
+		st.Phase = "checking the chain"
+		var checked activities.CheckChainResult
+		if err := workflow.ExecuteActivity(shortActivity(ctx, "severed-transaction check"), a.CheckChainForBroker, activities.CheckChainParams{
+			BrokerParams: in.BrokerParams, After: st.LastApplied, Warned: st.WarnedSevered,
+		}).Get(ctx, &checked); err != nil {
+			if isCanceled(ctx, err) {
+				return cancelled("", "")
+			}
+			var app *temporal.ApplicationError
+			if errors.As(err, &app) && app.NonRetryable() {
+				st.Phase, st.LastError = "refused", err.Error()
+				return BrokerResult{Status: st}, err
+			}
+			st.LastError = err.Error()
+			continue
+		}
+		st.WarnedSevered = append(st.WarnedSevered, checked.Warned...)
 		st.LinksBehind = len(wait.Pending)
 		st.SecondsBehind = 0
 		if len(wait.Pending) > 0 {
