@@ -107,6 +107,18 @@ func (a *Activities) prepareBroker(ctx context.Context, p BrokerStartParams) (Br
 		if err := ch.Verify(ctx, cat, ""); err != nil {
 			return BrokerStart{}, err
 		}
+		if findings, err := ch.SeveredTransactions(ctx, cat, a.severCache()); err != nil {
+			return BrokerStart{}, err
+		} else if len(findings) > 0 {
+			return BrokerStart{}, findings[0].Err()
+		}
+		schema, err := ch.SchemaAt(ctx, cat, cat.Tip().ID)
+		if err != nil {
+			return BrokerStart{}, err
+		}
+		if err := pgtarget.JudgeColdStart(ctx, conn, schema); err != nil {
+			return BrokerStart{}, err
+		}
 		if err := ensure(); err != nil {
 			return BrokerStart{}, err
 		}

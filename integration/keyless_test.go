@@ -230,3 +230,23 @@ func TestBrokerAppliesWhatItCanReplayExactlyOnce(t *testing.T) {
 		t.Fatalf("want one BROKER-UNIDENTIFIED-CHANGES warning for %s, got %d", inc1, warns)
 	}
 }
+
+func TestColdStartJudgedBeforeTheDrop(t *testing.T) {
+	src := testenv.CreateDB(t, "src")
+	testenv.Exec(t, src, `CREATE TABLE keyed (id int PRIMARY KEY, v text); INSERT INTO keyed VALUES (1, 'a');`)
+	chainURL := fileChain(t)
+	mustSluice(t, "backup", "full", "--source", testenv.DSN(src), "--target", chainURL, "--chain-slot")
+	dst := testenv.CreateDB(t, "dst")
+	testenv.Exec(t, dst, `CREATE TABLE public.operator_data (id int); INSERT INTO public.operator_data VALUES (7);
+		CREATE VIEW public.keyed AS SELECT id, 'view'::text AS v FROM public.operator_data;`)
+	stream := fmt.Sprintf("cold-%d", time.Now().UnixNano()%1e6)
+	r := sluice(t, "sync", "from-backup", "run", "--backup-target", chainURL, "--target", testenv.DSN(dst), "--stream-id", stream,
+		"--reset-target-data", "--yes", "--poll-interval", "300ms")
+	if r.exit != 3 || !strings.Contains(r.stderr, "SLUICE-E-BROKER-KEYLESS-TABLE") || !strings.Contains(r.stderr, "public.keyed is a view") {
+		t.Fatalf("want SLUICE-E-BROKER-KEYLESS-TABLE about the view, exit 3; got %s", r)
+	}
+	// Nothing was dropped: the view and what it reads are still there.
+	if got := describeRows(t, dst, "public.keyed"); !strings.HasPrefix(got, "1:") {
+		t.Fatalf("the view is gone or changed: %s", got)
+	}
+}

@@ -296,3 +296,34 @@ func targetKey(ctx context.Context, conn *pgx.Conn, name string, def *chain.Tabl
 	f.why = "no UNIQUE index of NOT NULL columns the rows supply"
 	return f, nil
 }
+
+// JudgeColdStart runs, before a --reset-target-data cold start drops
+// anything, the judgments that concern the target itself: no view, foreign
+// table or materialized view may stand under a chain table's name (the
+// restore would drop it), and the role must be able to use the marks table.
+// The restore's incrementals apply each in one transaction, so they need no
+// per-table key judgment.
+func JudgeColdStart(ctx context.Context, conn *pgx.Conn, schema *chain.Schema) error {
+	if schema != nil {
+		for i := range schema.Tables {
+			t := &schema.Tables[i]
+			tk, err := targetKey(ctx, conn, t.QualifiedName(), t)
+			if err != nil {
+				return err
+			}
+			if tk.kindRefusal != "" {
+				return &errcode.Error{Code: errcode.BrokerKeylessTable,
+					Message: fmt.Sprintf("cold start refused before the drop: table %s of the chain: target: %s", t.QualifiedName(), tk.kindRefusal),
+					Hint:    "Drop or rename the object in the target that stands under the table's name, then run the reset again."}
+			}
+		}
+	}
+	ok, why, err := marksUsable(ctx, conn)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return errcode.New(errcode.ApplyMarksUnavailable, "cold start refused before the drop: %s", why)
+	}
+	return nil
+}
