@@ -146,10 +146,14 @@ func ApplyIncrementalForBroker(ctx context.Context, ch *chain.Chain, m *chain.Ma
 
 // replicaRole makes the lane's session apply like PostgreSQL's own
 // subscriber: foreign keys and triggers do not fire for replayed rows (rows
-// of one source transaction may commit on different lanes in any order). A
-// role that may not set it applies with them firing.
+// of one source transaction may commit on different lanes in any order), and
+// commits do not wait for the WAL flush — a commit lost in a target crash
+// loses its position and marks with it, so the change is simply applied
+// again. A role that may not set the replication role applies with foreign
+// keys and triggers firing.
 func replicaRole(ctx context.Context, conn *pgx.Conn) {
 	_, _ = conn.Exec(ctx, "SET session_replication_role = replica")
+	_, _ = conn.Exec(ctx, "SET synchronous_commit = off")
 }
 
 func readOwnedToken(ctx context.Context, conn *pgx.Conn, stream, owner string) (apply.Token, error) {
