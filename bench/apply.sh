@@ -39,6 +39,9 @@
 #   BENCH_RSS_CONCURRENCY=4    lanes of the step-4 broker.
 #   BENCH_TOP=1                `top -b -n 1 -H` every BENCH_TOP_EVERY=2 s
 #                              during each timed step into <step>.top (0: off).
+#   BENCH_QUIET_WAIT=300       before each timed step, wait up to this many
+#                              seconds for the machine to be at most
+#                              BENCH_QUIET_PCT=15 % busy (0: do not wait).
 #   BENCH_PG=postgres://postgres@127.0.0.1:5432   server (no password).
 #
 # Method and caveats
@@ -52,8 +55,14 @@
 #     sluice reads compressed chunks from a folder; PostgreSQL decodes its WAL
 #     (walsender) and applies it (apply worker), two processes.
 #   - CPU seconds per step from /proc: the worker, every PostgreSQL process
-#     (live children plus the postmaster's reaped ones), the target's client
-#     backends (the lanes; max ticks seen per pid), the Temporal server.
+#     (live children plus the postmaster's reaped ones: other sessions'
+#     backends count too), the target's client backends (the lanes; max ticks
+#     seen per pid, sampled every second), the subscription's apply worker
+#     and walsender, the Temporal server, the whole machine (/proc/stat) and
+#     "other" = machine - those (the status polling, the sampler, top, and
+#     anything else running: a busy shared machine shows here). Target
+#     commits: xact_commit of the target database over the step.
+#   - Peak RSS is the worker's VmHWM, the worker restarted just before.
 #   - Everything it creates (databases, slots, subscription, brokers, chains)
 #     is removed at the start, at the end and on failure; only the results in
 #     $DIR stay. Other workers, databases and slots are left alone.
@@ -68,6 +77,8 @@ RSS_SMALL_MB=${BENCH_RSS_SMALL_MB:-100}
 RSS_LARGE_MB=${BENCH_RSS_LARGE_MB:-1000}
 RSS_LANES=${BENCH_RSS_CONCURRENCY:-4}
 TOP=${BENCH_TOP:-1}
+QUIET_WAIT=${BENCH_QUIET_WAIT:-300}
+QUIET_PCT=${BENCH_QUIET_PCT:-15}
 TOP_EVERY=${BENCH_TOP_EVERY:-2}
 PG=${BENCH_PG:-postgres://postgres@127.0.0.1:5432}
 SLUICE_STATE=${SLUICE_STATE:-$HOME/.local/state/sluice}
@@ -101,7 +112,7 @@ dsn() { printf '%s/%s?sslmode=disable' "$PG" "$1"; }
 sql() { # sql DB [psql args...]
 	local db=$1
 	shift
-	psql "$(dsn "$db")" -X -q -At -v ON_ERROR_STOP=1 "$@"
+	PGOPTIONS='-c client_min_messages=warning' psql "$(dsn "$db")" -X -q -At -v ON_ERROR_STOP=1 "$@"
 }
 now() { date +%s.%N; }
 secs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", b - a }'; }
@@ -211,6 +222,10 @@ pg_ticks() {
 	echo "$sum"
 }
 temporal_pid() { pgrep -o -f 'temporal server start-dev' || true; }
+# machine_ticks: "busy total" ticks of all CPUs (/proc/stat; idle and iowait are not busy).
+machine_ticks() { awk '$1 == "cpu" { t = 0; for (i = 2; i <= 9; i++) t += $i; print t - $5 - $6, t; exit }' /proc/stat; }
+# commits DB: transactions committed in DB so far (pg_stat_database).
+commits() { sql postgres -c "SELECT xact_commit FROM pg_stat_database WHERE datname = '$1'"; }
 cpu_s() { awk -v a="$1" -v b="$2" -v hz="$HZ" 'BEGIN { printf "%.2f", (b - a) / hz }'; }
 
 # --- sampling during a timed step --------------------------------------------
@@ -235,21 +250,54 @@ sampler() {
 		sleep 1
 	done
 }
+# quiet: wait up to QUIET_WAIT s for a second in which the machine is at most
+# QUIET_PCT % busy (other work on a shared machine skews every figure).
+quiet() {
+	local m0 a0 m1 a1 pct waited=0
+	((QUIET_WAIT > 0)) || return 0
+	while :; do
+		read -r m0 a0 < <(machine_ticks)
+		sleep 1
+		read -r m1 a1 < <(machine_ticks)
+		pct=$(((m1 - m0) * 100 / (a1 - a0 > 0 ? a1 - a0 : 1)))
+		((pct <= QUIET_PCT)) && break
+		((waited == 0)) && log "waiting for a quiet machine ($pct % busy; up to ${QUIET_WAIT}s)"
+		waited=$((waited + 1))
+		if ((waited >= QUIET_WAIT)); then
+			log "warning: the machine is still $pct % busy; timing anyway"
+			break
+		fi
+	done
+}
 start_step() { # start_step STEP DB
 	: >"$DIR/$1.samples"
 	: >"$DIR/$1.top"
 	sql postgres -c CHECKPOINT
+	quiet
 	sampler "$1" "$2" &
 	SAMPLER_PID=$!
+	read -r C_M0 C_A0 < <(machine_ticks)
+	C_X0=$(commits "$2")
 	C_W0=$(ticks "${WPID:-}") C_P0=$(pg_ticks) C_T0=$(ticks "$(temporal_pid)")
 }
-end_step() { # end_step STEP: sets CPU_WORKER CPU_PG CPU_TEMPORAL CPU_BACKENDS CPU_APPLY CPU_WALSENDER
+# end_step STEP DB: sets CPU_WORKER CPU_PG CPU_TEMPORAL CPU_BUSY (whole machine)
+# CPU_OTHER (busy minus those three: the sampler, the status polling and
+# whatever else runs on the machine) BUSY_PCT, COMMITS (transactions
+# committed in DB) and, from the samples, CPU_backend (DB's client backends),
+# CPU_logical_replication_worker, CPU_walsender.
+end_step() {
+	local m1 a1
+	read -r m1 a1 < <(machine_ticks)
+	COMMITS=$(($(commits "$2") - C_X0))
 	kill "$SAMPLER_PID" 2>/dev/null || true
 	wait "$SAMPLER_PID" 2>/dev/null || true
 	SAMPLER_PID=
 	CPU_WORKER=$(cpu_s "$C_W0" "$(ticks "${WPID:-}")")
 	CPU_PG=$(cpu_s "$C_P0" "$(pg_ticks)")
 	CPU_TEMPORAL=$(cpu_s "$C_T0" "$(ticks "$(temporal_pid)")")
+	CPU_BUSY=$(cpu_s "$C_M0" "$m1")
+	BUSY_PCT=$(awk -v b="$((m1 - C_M0))" -v t="$((a1 - C_A0))" 'BEGIN { printf "%.0f", (t > 0 ? 100 * b / t : 0) }')
+	CPU_OTHER=$(awk -v b="$CPU_BUSY" -v w="$CPU_WORKER" -v p="$CPU_PG" -v t="$CPU_TEMPORAL" 'BEGIN { o = b - w - p - t; printf "%.2f", (o < 0 ? 0 : o) }')
 	local k
 	for k in backend logical_replication_worker walsender; do
 		printf -v "CPU_$k" '%s' "$(awk -v k="$k" -v hz="$HZ" '$1 == k && $3 + 0 > m[$2] { m[$2] = $3 + 0 } END { for (p in m) s += m[p]; printf "%.2f", s / hz }' "$DIR/$1.samples")"
@@ -521,10 +569,11 @@ main() {
 		broker_until "$CHAIN" "bench-c$n" "$full" "$n" "$inc" "$DIR/broker-c$n.log" "$db"
 		t1=$(now)
 		S_RSS[$n]=$(hwm_mib "$WPID")
-		end_step "sluice-c$n"
+		end_step "sluice-c$n" "$db"
 		S_SECS[$n]=$(secs "$t0" "$t1")
 		S_CPU[$n]=$(jq -nc --argjson w "$CPU_WORKER" --argjson p "$CPU_PG" --argjson b "$CPU_backend" --argjson t "$CPU_TEMPORAL" \
-			'{worker: $w, postgres_total: $p, target_backends: $b, temporal_server: $t}')
+			--argjson m "$CPU_BUSY" --argjson o "$CPU_OTHER" --argjson pct "$BUSY_PCT" --argjson x "$COMMITS" \
+			'{worker: $w, postgres_total: $p, target_backends: $b, temporal_server: $t, other: $o, machine_busy: $m, machine_busy_pct: $pct, target_commits: $x}')
 		[[ $(fingerprint "$db" "${TABLES[@]}") == "$src_fp" ]] || die "c$n: $db differs from the source (see $DIR/source.fingerprint)"
 		broker_stop "$CHAIN" "bench-c$n"
 		S_ACT[$n]=$(apply_activity_secs "bench-c$n")
@@ -551,12 +600,13 @@ main() {
 		sleep 0.2
 	done
 	p1=$(now)
-	end_step pg
+	end_step pg "$SUB"
 	((caught)) || die "the subscription did not confirm $lsn1 within 5 hours"
 	pg_s=$(secs "$p0" "$p1")
 	local pg_cpu
 	pg_cpu=$(jq -nc --argjson p "$CPU_PG" --argjson a "$CPU_logical_replication_worker" --argjson w "$CPU_walsender" \
-		'{postgres_total: $p, apply_worker: $a, walsender: $w}')
+		--argjson t "$CPU_TEMPORAL" --argjson m "$CPU_BUSY" --argjson o "$CPU_OTHER" --argjson pct "$BUSY_PCT" --argjson x "$COMMITS" \
+		'{postgres_total: $p, apply_worker: $a, walsender: $w, temporal_server: $t, other: $o, machine_busy: $m, machine_busy_pct: $pct, subscriber_commits: $x}')
 	sql "$SUB" -c "ALTER SUBSCRIPTION $SUBNAME DISABLE"
 	[[ $(fingerprint "$SUB" "${TABLES[@]}") == "$src_fp" ]] || die "the subscriber $SUB differs from the source"
 	log "PostgreSQL: ${pg_s}s, CPU $pg_cpu; subscriber equals source"
@@ -567,7 +617,7 @@ main() {
 		log "memory: source $RSS_SRC, chain $RSS_CHAIN"
 		sql postgres -c "CREATE DATABASE $RSS_SRC"
 		sql "$RSS_SRC" -c "CREATE TABLE bench_blob (id bigint PRIMARY KEY, rev integer NOT NULL, body text NOT NULL);
-			INSERT INTO bench_blob SELECT g, 0, repeat(md5(g::text), 32) FROM generate_series(1, $SEED_BLOB) g; VACUUM ANALYZE bench_blob;"
+			INSERT INTO bench_blob SELECT g, 0, repeat(md5(g::text), 32) FROM generate_series(1, $SEED_BLOB) g;" -c 'VACUUM ANALYZE bench_blob'
 		backup_full "$RSS_SRC" "$RSS_CHAIN" "$DIR/rss-backup-full.log"
 		local rfull at next=$((SEED_BLOB + 1)) label mb rows rinc rman rraw rchg r0 r1 rsecs rhwm ract
 		rfull=$(full_id "$RSS_CHAIN")
@@ -644,10 +694,11 @@ machine    $(nproc) CPUs ($cpu_model), $((mem_kb / 1024)) MiB RAM, kernel $(unam
 workload   $CHANGES changes ($n_ins ins, $n_upd upd, $n_del del) in $tx transactions of 1-1000
 chain      incremental $inc: $m_chunks chunks, $(awk -v b="$m_raw" 'BEGIN { printf "%.1f", b / 1e6 }') MB raw, $(awk -v b="$m_stored" 'BEGIN { printf "%.1f", b / 1e6 }') MB stored
 
-                    seconds   changes/s   vs PG   peak RSS MiB   CPU s
-sluice c1        $(printf '%9s %11s %7s %14s' "${S_SECS[1]}" "$r1s" "$ratio1" "${S_RSS[1]}")   $(jq -r '"worker \(.worker), postgres \(.postgres_total) (lanes \(.target_backends))"' <<<"${S_CPU[1]}")
-sluice c4        $(printf '%9s %11s %7s %14s' "${S_SECS[4]}" "$r4s" "$ratio4" "${S_RSS[4]}")   $(jq -r '"worker \(.worker), postgres \(.postgres_total) (lanes \(.target_backends))"' <<<"${S_CPU[4]}")
-PostgreSQL       $(printf '%9s %11s %7s %14s' "$pg_s" "$rpg" "1.000" "-")   $(jq -r '"postgres \(.postgres_total) (apply \(.apply_worker), walsender \(.walsender))"' <<<"$pg_cpu")
+                    seconds   changes/s   vs PG   peak RSS MiB   CPU s; machine busy
+sluice c1        $(printf '%9s %11s %7s %14s' "${S_SECS[1]}" "$r1s" "$ratio1" "${S_RSS[1]}")   $(jq -r '"worker \(.worker), postgres \(.postgres_total) (lanes \(.target_backends)), other \(.other); \(.machine_busy_pct) %"' <<<"${S_CPU[1]}")
+sluice c4        $(printf '%9s %11s %7s %14s' "${S_SECS[4]}" "$r4s" "$ratio4" "${S_RSS[4]}")   $(jq -r '"worker \(.worker), postgres \(.postgres_total) (lanes \(.target_backends)), other \(.other); \(.machine_busy_pct) %"' <<<"${S_CPU[4]}")
+PostgreSQL       $(printf '%9s %11s %7s %14s' "$pg_s" "$rpg" "1.000" "-")   $(jq -r '"postgres \(.postgres_total) (apply \(.apply_worker), walsender \(.walsender)), other \(.other); \(.machine_busy_pct) %"' <<<"$pg_cpu")
+target commits: c1 $(jq -r .target_commits <<<"${S_CPU[1]}"), c4 $(jq -r .target_commits <<<"${S_CPU[4]}"); subscriber commits $(jq -r .subscriber_commits <<<"$pg_cpu")
 
 apply activity alone: c1 ${S_ACT[1]}s, c4 ${S_ACT[4]}s (the rest: workflow start, catalog poll, status polling)
 EOF

@@ -12,7 +12,7 @@ import (
 
 // DefaultCheckpointChanges is how many changes the broker applies between
 // two advances of its position inside an incremental.
-const DefaultCheckpointChanges = 20000
+const DefaultCheckpointChanges = 50000
 
 // BrokerApply configures the broker's apply of one incremental.
 type BrokerApply struct {
@@ -102,7 +102,7 @@ func ApplyIncrementalForBroker(ctx context.Context, ch *chain.Chain, m *chain.Ma
 		replicaRole(ctx, conn)
 		lanes[i] = &lane{conn: conn, applier: NewApplier(schema), stream: o.Stream, owner: o.Owner, link: m.ID}
 		if o.Lanes > 1 {
-			lanes[i].work = make(chan laneMsg, 256)
+			lanes[i].work = make(chan laneMsg, 4096)
 			go lanes[i].loop(ctx)
 		}
 	}
