@@ -14,16 +14,21 @@ import (
 	"go.temporal.io/api/serviceerror"
 
 	"github.com/sluicehq/sluice/activities"
+	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/internal/errcode"
 	"github.com/sluicehq/sluice/internal/temporalcfg"
 	"github.com/sluicehq/sluice/workflows"
 )
 
-// cli holds what every command shares: where output goes and how to reach Temporal.
+// cli holds what every command shares: where output goes, how to reach
+// Temporal, and the configuration file (see config.go).
 type cli struct {
 	stdout, stderr io.Writer
 	temporal       temporalcfg.Config
 	detach         bool
+	configPath     string
+	config         *config.File
+	settings       []config.Setting
 }
 
 func newCLI(stdout, stderr io.Writer) *cli {
@@ -45,13 +50,14 @@ func (c *cli) root() *cobra.Command {
 	root.SetOut(c.stdout)
 	root.SetErr(c.stderr)
 	c.temporal.Bind(root.PersistentFlags())
+	c.bindConfig(root)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
 		return usageError("%v", err)
 	})
 
 	backup := &cobra.Command{Use: "backup", Short: "Write backups into a chain"}
 	backup.AddCommand(c.backupFullCmd(), c.backupIncrementalCmd(), c.backupStreamCmd(), c.verifyChainCmd())
-	root.AddCommand(backup, c.restoreCmd(), c.syncCmd())
+	root.AddCommand(backup, c.restoreCmd(), c.syncCmd(), c.validateConfigCmd())
 	return root
 }
 

@@ -1,5 +1,5 @@
 // Command sluice-worker hosts sluice's workflows and activities on a Temporal
-// task queue and serves /livez and /readyz for probes.
+// task queue and serves /livez, /readyz and /metrics on its admin endpoint.
 package main
 
 import (
@@ -17,6 +17,7 @@ import (
 
 	"github.com/sluicehq/sluice/activities"
 	"github.com/sluicehq/sluice/internal/errcode"
+	"github.com/sluicehq/sluice/internal/telemetry"
 	"github.com/sluicehq/sluice/internal/temporalcfg"
 	"github.com/sluicehq/sluice/workflows"
 )
@@ -29,7 +30,8 @@ func run(args []string) int {
 	var cfg temporalcfg.Config
 	fs := pflag.NewFlagSet("sluice-worker", pflag.ContinueOnError)
 	cfg.Bind(fs)
-	adminAddr := fs.String("admin-addr", envOr("SLUICE_ADMIN_ADDR", "127.0.0.1:9464"), "address of the /livez and /readyz endpoint; empty disables it (env SLUICE_ADMIN_ADDR)")
+	var admin adminConfig
+	admin.bind(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
 			return 0
@@ -37,9 +39,21 @@ func run(args []string) int {
 		fmt.Fprintf(os.Stderr, "sluice-worker: %s: %v\n", errcode.Usage, err)
 		return errcode.ExitUsage
 	}
+	adminSet, err := admin.resolve()
+	if err != nil {
+		return refuse(err)
+	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+
+	tel, err := telemetry.New(telemetry.Options{Logger: logger})
+	if err != nil {
+		logger.Error("cannot set up metrics", "err", err)
+		return errcode.ExitRuntime
+	}
+	defer func() { _ = tel.Shutdown(context.Background()) }()
+	cfg.MetricsHandler = tel.TemporalMetricsHandler()
 
 	cl, err := cfg.Dial(ctx, logger)
 	if err != nil {
@@ -57,11 +71,10 @@ func run(args []string) int {
 	workflows.Register(w, &activities.Activities{})
 
 	ready := &readiness{client: cl}
-	if *adminAddr != "" {
-		srv, err := serveAdmin(*adminAddr, ready, logger)
+	if adminSet.addr != "" {
+		srv, _, err := serveAdmin(adminSet, ready, tel, logger)
 		if err != nil {
-			logger.Error("cannot serve the admin endpoint", "addr", *adminAddr, "err", err)
-			return errcode.ExitUsage
+			return refuse(err)
 		}
 		defer srv.Close()
 	}
@@ -76,6 +89,17 @@ func run(args []string) int {
 	w.Stop()
 	logger.Info("sluice worker stopped")
 	return 0
+}
+
+// refuse reports a coded error and its hint on stderr and returns its exit status.
+func refuse(err error) int {
+	fmt.Fprintf(os.Stderr, "sluice-worker: %v\n", err)
+	if e, ok := errcode.As(err); ok {
+		if h := e.HintText(); h != "" {
+			fmt.Fprintf(os.Stderr, "hint: %s\n", h)
+		}
+	}
+	return errcode.ExitStatus(err)
 }
 
 func envOr(name, def string) string {

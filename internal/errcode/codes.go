@@ -163,3 +163,35 @@ var (
 		"An incremental's end position is not where the last transaction it stores ends (or, when it stores none, not its start position): changes inside its window are missing from the chain.",
 		"There is no override. Take a new full backup into a new chain (`sluice backup full --chain-slot` at a new --target) and replay from that; keep the damaged chain for diagnosis. `sluice backup verify-chain` lists every finding.")
 )
+
+// The configuration file (--config, SLUICE_CONFIG; exit 2; see docs/configuration.md).
+var (
+	ConfigFileUnreadable = register("SLUICE-E-CONFIG-FILE-UNREADABLE", ExitUsage,
+		"The configuration file named by --config or SLUICE_CONFIG could not be read.",
+		"Check the path and its permissions, or drop --config / unset SLUICE_CONFIG to run on flags alone.")
+	ConfigFileMalformed = register("SLUICE-E-CONFIG-FILE-MALFORMED", ExitUsage,
+		"The configuration file is not valid TOML; the message gives the line and column where reading stopped.",
+		"Correct the file at the line and column named; `sluice validate-config --config PATH` checks it without starting anything.")
+	ConfigUnknownKey = register("SLUICE-E-CONFIG-UNKNOWN-KEY", ExitUsage,
+		"The configuration file holds keys sluice does not know (a typo, or a key under the wrong table); the message lists each one by its full path.",
+		"Rename or remove every key listed. sluice refuses rather than ignores them, because an ignored setting silently falls back to its default. docs/configuration.md lists every key.")
+	ConfigFileLiteralSecret = register("SLUICE-E-CONFIG-FILE-LITERAL-SECRET", ExitUsage,
+		"The configuration file holds a password in clear (a password value, or a password inside a dsn); the message names its path.",
+		"Delete the password from the file and reference it instead: password = { env = \"VAR\" } (an environment variable of the worker) or password = { file = \"/path\" } (a file on the worker's host). Rotate the password if the file was shared.")
+	ConfigFileInvalid = register("SLUICE-E-CONFIG-FILE-INVALID", ExitUsage,
+		"A key of the configuration file has a value of the wrong type or an unusable value; the message names its path.",
+		"Correct the values named; docs/configuration.md gives the type of every key.")
+	ConfigConnectionUnknown = register("SLUICE-E-CONFIG-CONNECTION-UNKNOWN", ExitUsage,
+		"A --source @NAME or --target @NAME names a connection the configuration file does not define, or no configuration file is loaded.",
+		"Define [sources.NAME] or [targets.NAME] in the file given by --config or SLUICE_CONFIG, or pass the DSN itself.")
+)
+
+// Worker admin endpoint (exit 2: the worker refuses to start).
+var (
+	AdminUnprotected = register("SLUICE-E-ADMIN-UNPROTECTED", ExitUsage,
+		"The worker's admin endpoint was asked to listen on a non-loopback address without a bearer token, without TLS, or without both, which would expose /metrics to the network in the clear.",
+		"Keep --admin-addr on 127.0.0.1 (the default), or give a token reference (--admin-token-env VAR or --admin-token-file PATH) and a certificate (--admin-tls-cert and --admin-tls-key). The message names what is missing.")
+	AdminTokenWeak = register("SLUICE-E-ADMIN-TOKEN-WEAK", ExitUsage,
+		"The admin bearer token the worker resolved is shorter than 16 characters.",
+		"Generate a longer token (e.g. `openssl rand -hex 32`) and store it in the referenced environment variable or file.")
+)

@@ -27,6 +27,9 @@ type Config struct {
 	Address   string
 	Namespace string
 	TaskQueue string
+	// MetricsHandler, when set, receives the SDK's own metrics. It is not a
+	// flag: the worker sets it to its telemetry's handler.
+	MetricsHandler client.MetricsHandler `json:"-"`
 }
 
 func envOr(name, def string) string {
@@ -46,7 +49,7 @@ func (c *Config) Bind(fs *pflag.FlagSet) {
 
 // Dial connects to Temporal and checks that the frontend answers.
 func (c Config) Dial(ctx context.Context, logger *slog.Logger) (client.Client, error) {
-	opts := client.Options{HostPort: c.Address, Namespace: c.Namespace}
+	opts := client.Options{HostPort: c.Address, Namespace: c.Namespace, MetricsHandler: c.MetricsHandler}
 	if logger != nil {
 		opts.Logger = tlog.NewStructuredLogger(logger)
 	}

@@ -1,0 +1,95 @@
+package config
+
+import (
+	"strconv"
+
+	"github.com/spf13/pflag"
+
+	"github.com/sluicehq/sluice/internal/errcode"
+	"github.com/sluicehq/sluice/internal/temporalcfg"
+)
+
+// Origin says which layer gave a setting its value.
+type Origin string
+
+// The layers, strongest first.
+const (
+	FromFlag    Origin = "flag"
+	FromEnv     Origin = "env"
+	FromFile    Origin = "file"
+	FromDefault Origin = "default"
+)
+
+// Setting is one resolved setting.
+type Setting struct {
+	// Key is the setting's path in the file, e.g. "temporal.address".
+	Key string
+	// Value is the value in effect.
+	Value string
+	// Origin is the layer it came from.
+	Origin Origin
+}
+
+// binding ties a key of the file to the flag, and the environment variable
+// if any, that set the same thing.
+type binding struct {
+	key, flag, env, def string
+	file                func(*File) (string, bool)
+}
+
+func set(s string) (string, bool) { return s, s != "" }
+
+var bindings = []binding{
+	{"temporal.address", "temporal-address", "TEMPORAL_ADDRESS", temporalcfg.DefaultAddress,
+		func(f *File) (string, bool) { return set(f.Temporal.Address) }},
+	{"temporal.namespace", "namespace", "TEMPORAL_NAMESPACE", temporalcfg.DefaultNamespace,
+		func(f *File) (string, bool) { return set(f.Temporal.Namespace) }},
+	{"temporal.task_queue", "task-queue", "SLUICE_TASK_QUEUE", temporalcfg.DefaultTaskQueue,
+		func(f *File) (string, bool) { return set(f.Temporal.TaskQueue) }},
+	{"store.endpoint", "backup-endpoint", "", "",
+		func(f *File) (string, bool) { return set(f.Store.Endpoint) }},
+	{"store.region", "backup-region", "", "",
+		func(f *File) (string, bool) { return set(f.Store.Region) }},
+	{"store.path_style", "backup-path-style", "", "false",
+		func(f *File) (string, bool) {
+			if f.Store.PathStyle == nil {
+				return "", false
+			}
+			return strconv.FormatBool(*f.Store.PathStyle), true
+		}},
+}
+
+// Apply resolves every setting the file can hold, strongest layer first: a
+// flag given on the command line, then its environment variable, then the
+// file, then the built-in default. Flags of fs that the command line did not
+// set receive the winning value, so the command reads one place. f may be nil
+// (no file); getenv is os.Getenv outside tests, and an empty variable counts
+// as unset. Settings whose flag fs lacks are still resolved, for display.
+func Apply(fs *pflag.FlagSet, f *File, getenv func(string) string) ([]Setting, error) {
+	out := make([]Setting, 0, len(bindings))
+	for _, b := range bindings {
+		fl := fs.Lookup(b.flag)
+		s := Setting{Key: b.key, Origin: FromDefault, Value: b.def}
+		fileValue, inFile := "", false
+		if f != nil {
+			fileValue, inFile = b.file(f)
+		}
+		switch {
+		case fl != nil && fl.Changed:
+			s.Value, s.Origin = fl.Value.String(), FromFlag
+		case b.env != "" && getenv(b.env) != "":
+			s.Value, s.Origin = getenv(b.env), FromEnv
+		case inFile:
+			s.Value, s.Origin = fileValue, FromFile
+		}
+		if fl != nil && s.Origin != FromFlag {
+			if s.Origin == FromDefault {
+				s.Value = fl.Value.String()
+			} else if err := fl.Value.Set(s.Value); err != nil {
+				return nil, errcode.Wrap(errcode.ConfigFileInvalid, err, "%s (from the %s) for --%s", b.key, s.Origin, b.flag)
+			}
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}

@@ -1,0 +1,127 @@
+// Package config reads sluice's configuration file: defaults for the Temporal
+// connection and the backup store, and named database connections whose
+// passwords are only ever references (an environment variable or a file).
+//
+// The file is TOML. Loading is strict: a key sluice does not know, a password
+// written in clear and a value of the wrong type are refused with coded errors
+// that name the key's full path. Flags and environment variables override the
+// file (see Apply); docs/configuration.md describes the format.
+package config
+
+import (
+	"os"
+	"sort"
+	"strings"
+
+	"github.com/sluicehq/sluice/internal/credentials"
+	"github.com/sluicehq/sluice/internal/errcode"
+)
+
+// EnvPath names the environment variable that gives the file's path when
+// --config is not set.
+const EnvPath = "SLUICE_CONFIG"
+
+// DefaultDriver is the engine of a connection that names none.
+const DefaultDriver = "postgres"
+
+// Kind selects the table a named connection lives in.
+type Kind string
+
+// The two tables of named connections.
+const (
+	Sources Kind = "sources"
+	Targets Kind = "targets"
+)
+
+// File is a loaded and validated configuration file. An empty string means
+// the file leaves that setting to the environment or the built-in default.
+type File struct {
+	// Path is where the file was read from.
+	Path string
+	// Temporal holds defaults for reaching Temporal.
+	Temporal Temporal
+	// Store holds defaults for opening s3:// backup stores.
+	Store Store
+	// Sources are the named source databases (--source @NAME).
+	Sources map[string]Connection
+	// Targets are the named target databases (--target @NAME).
+	Targets map[string]Connection
+}
+
+// Temporal is the [temporal] table.
+type Temporal struct {
+	Address   string
+	Namespace string
+	TaskQueue string
+}
+
+// Store is the [store] table.
+type Store struct {
+	Endpoint string
+	Region   string
+	// PathStyle is nil when the file does not set path_style.
+	PathStyle *bool
+}
+
+// Connection is one [sources.NAME] or [targets.NAME] table.
+type Connection struct {
+	// Driver is the database engine; DefaultDriver when the file names none.
+	Driver string
+	// DSN is the connection string, never with a password in it.
+	DSN string
+	// Password says where the worker finds the password; zero means nowhere
+	// (libpq's PGPASSWORD and .pgpass then apply).
+	Password SecretRef
+}
+
+// SecretRef points at a secret without holding it: exactly one of Env and
+// File is set, or neither.
+type SecretRef struct {
+	// Env names an environment variable of the worker.
+	Env string
+	// File is a path on the worker's host.
+	File string
+}
+
+// IsZero reports whether the reference points nowhere.
+func (r SecretRef) IsZero() bool { return r.Env == "" && r.File == "" }
+
+// Ref returns the connection as the DSN reference workflows carry.
+func (c Connection) Ref() credentials.DSNRef {
+	return credentials.DSNRef{DSN: c.DSN, PasswordEnv: c.Password.Env, PasswordFile: c.Password.File}
+}
+
+// Load reads and validates the file at path.
+func Load(path string) (*File, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, errcode.Wrap(errcode.ConfigFileUnreadable, err, "configuration file")
+	}
+	return Parse(path, data)
+}
+
+// Connection returns the named connection of kind. f may be nil (no file
+// loaded), which names no connection.
+func (f *File) Connection(kind Kind, name string) (Connection, error) {
+	if f == nil {
+		return Connection{}, errcode.New(errcode.ConfigConnectionUnknown,
+			"@%s names a connection of %s, but no configuration file is loaded (--config or %s)", name, kind, EnvPath)
+	}
+	conns := f.Sources
+	if kind == Targets {
+		conns = f.Targets
+	}
+	if c, ok := conns[name]; ok {
+		return c, nil
+	}
+	names := make([]string, 0, len(conns))
+	for n := range conns {
+		names = append(names, "@"+n)
+	}
+	sort.Strings(names)
+	defined := "it defines none"
+	if len(names) > 0 {
+		defined = "it defines " + strings.Join(names, ", ")
+	}
+	return Connection{}, errcode.New(errcode.ConfigConnectionUnknown, "%s defines no %s.%s (%s)", f.Path, kind, name, defined)
+}
