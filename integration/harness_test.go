@@ -19,6 +19,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/blobstore"
+	"github.com/sluicehq/sluice/internal/chain"
 	"github.com/sluicehq/sluice/internal/testenv"
 )
 
@@ -247,4 +249,19 @@ func httpGet(url string) (int, error) {
 	}
 	resp.Body.Close()
 	return resp.StatusCode, nil
+}
+
+// openChainAt opens the chain at a file:// URL and loads its catalog.
+func openChainAt(t *testing.T, url string) (*chain.Chain, *chain.Catalog) {
+	t.Helper()
+	bs, err := blobstore.Open(context.Background(), url, blobstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch := chain.Open(bs)
+	cat, err := ch.LoadCatalog(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ch, cat
 }

@@ -9,7 +9,6 @@ import (
 
 	"github.com/jackc/pglogrepl"
 
-	"github.com/sluicehq/sluice/internal/blobstore"
 	"github.com/sluicehq/sluice/internal/chain"
 	"github.com/sluicehq/sluice/internal/testenv"
 )
@@ -21,15 +20,7 @@ import (
 func appendIncremental(t *testing.T, chainURL, table string, rows [][]string, applyIdentity bool, unnamed int) string {
 	t.Helper()
 	ctx := context.Background()
-	bs, err := blobstore.Open(ctx, chainURL, blobstore.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ch := chain.Open(bs)
-	cat, err := ch.LoadCatalog(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ch, cat := openChainAt(t, chainURL)
 	tip := cat.Tip()
 	start, err := pglogrepl.ParseLSN(tip.EndPosition)
 	if err != nil {

@@ -20,15 +20,7 @@ import (
 func chainAudit(t *testing.T, chainURL string) (transactions int, segments int) {
 	t.Helper()
 	ctx := context.Background()
-	bs, err := blobstore.Open(ctx, chainURL, blobstore.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ch := chain.Open(bs)
-	cat, err := ch.LoadCatalog(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ch, cat := openChainAt(t, chainURL)
 	if err := ch.Verify(ctx, cat, ""); err != nil {
 		t.Fatalf("chain does not verify: %v", err)
 	}

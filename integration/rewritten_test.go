@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/blobstore"
 	"github.com/sluicehq/sluice/internal/chain"
 	"github.com/sluicehq/sluice/internal/testenv"
 )
@@ -125,15 +124,7 @@ func TestRewrittenIncrementalRefusedAndPlainReuploadResumes(t *testing.T) {
 func compactToFirstTransaction(t *testing.T, chainURL, id string) string {
 	t.Helper()
 	ctx := context.Background()
-	bs, err := blobstore.Open(ctx, chainURL, blobstore.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ch := chain.Open(bs)
-	cat, err := ch.LoadCatalog(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ch, cat := openChainAt(t, chainURL)
 	m, err := ch.GetManifest(ctx, id)
 	if err != nil {
 		t.Fatal(err)

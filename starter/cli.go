@@ -6,14 +6,18 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 
 	"github.com/sluicehq/sluice/activities"
+	"github.com/sluicehq/sluice/internal/blobstore"
+	"github.com/sluicehq/sluice/internal/chain"
 	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/internal/errcode"
 	"github.com/sluicehq/sluice/internal/temporalcfg"
@@ -188,6 +192,35 @@ func (c *cli) queryRunning(ctx context.Context, id string, v any) error {
 	}
 	if err := res.Get(v); err != nil {
 		return fmt.Errorf("decode the status of %s: %w", id, err)
+	}
+	return nil
+}
+
+// requestStop writes a stop marker into the store — any host that reaches
+// the store can stop a run — and, when Temporal is reachable and workflowID
+// is given, also signals the workflow so a run waiting for work stops at once.
+func (c *cli) requestStop(ctx context.Context, st activities.StoreRef, role, stream, reason, workflowID string) error {
+	bs, err := blobstore.Open(ctx, st.URL, blobstore.Options{Endpoint: st.Endpoint, Region: st.Region, PathStyle: st.PathStyle})
+	if err != nil {
+		return errcode.Wrap(errcode.ConfigInvalid, err, "open backup store %s", st.URL)
+	}
+	host, _ := os.Hostname()
+	if err := chain.Open(bs).PutStopMarker(ctx, role, stream, chain.StopMarker{RequestedAt: time.Now(), By: host, Reason: reason}); err != nil {
+		return err
+	}
+	if workflowID == "" {
+		return nil
+	}
+	cl, err := c.temporal.Dial(ctx, nil)
+	if err != nil {
+		return nil // the marker alone stops it at its next tick
+	}
+	defer cl.Close()
+	if err := cl.SignalWorkflow(ctx, workflowID, "", workflows.SignalStop, nil); err != nil {
+		var nf *serviceerror.NotFound
+		if !errors.As(err, &nf) {
+			fmt.Fprintf(c.stderr, "warning: could not signal %s: %v\n", workflowID, err)
+		}
 	}
 	return nil
 }

@@ -2,20 +2,15 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/spf13/cobra"
-	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/sluicehq/sluice/activities"
-	"github.com/sluicehq/sluice/internal/blobstore"
 	"github.com/sluicehq/sluice/internal/chain"
-	"github.com/sluicehq/sluice/internal/errcode"
 	"github.com/sluicehq/sluice/workflows"
 )
 
@@ -168,29 +163,10 @@ func (c *cli) streamStopCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			ctx := cmd.Context()
-			bs, err := blobstore.Open(ctx, st.URL, blobstore.Options{Endpoint: st.Endpoint, Region: st.Region, PathStyle: st.PathStyle})
-			if err != nil {
-				return errcode.Wrap(errcode.ConfigInvalid, err, "open backup store %s", st.URL)
-			}
-			host, _ := os.Hostname()
-			if err := chain.Open(bs).PutStopMarker(ctx, chain.RoleProducer, "", chain.StopMarker{RequestedAt: time.Now(), By: host, Reason: reason}); err != nil {
+			if err := c.requestStop(cmd.Context(), st, chain.RoleProducer, "", reason, producerID(st.URL)); err != nil {
 				return err
 			}
 			fmt.Fprintf(c.stdout, "stop marker written to %s; the producer ends after its current window\n", st.URL)
-			// Also signal the workflow when Temporal is reachable: it then
-			// stops even a window that is waiting for changes.
-			cl, err := c.temporal.Dial(ctx, nil)
-			if err != nil {
-				return nil
-			}
-			defer cl.Close()
-			if err := cl.SignalWorkflow(ctx, producerID(st.URL), "", workflows.SignalStop, nil); err != nil {
-				var nf *serviceerror.NotFound
-				if !errors.As(err, &nf) {
-					fmt.Fprintf(c.stderr, "warning: could not signal %s: %v\n", producerID(st.URL), err)
-				}
-			}
 			return nil
 		},
 	}

@@ -3,20 +3,17 @@ package main
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
-	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 	"golang.org/x/term"
 
 	"github.com/sluicehq/sluice/activities"
-	"github.com/sluicehq/sluice/internal/blobstore"
 	"github.com/sluicehq/sluice/internal/chain"
 	"github.com/sluicehq/sluice/internal/errcode"
 	"github.com/sluicehq/sluice/workflows"
@@ -167,34 +164,14 @@ func (c *cli) brokerStopCmd() *cobra.Command {
 					return err
 				}
 			}
-			ctx := cmd.Context()
-			bs, err := blobstore.Open(ctx, st.URL, blobstore.Options{Endpoint: st.Endpoint, Region: st.Region, PathStyle: st.PathStyle})
-			if err != nil {
-				return errcode.Wrap(errcode.ConfigInvalid, err, "open backup store %s", st.URL)
+			who, id := "every broker of the chain", ""
+			if stream != "" {
+				who, id = "broker "+stream, brokerID(stream)
 			}
-			host, _ := os.Hostname()
-			if err := chain.Open(bs).PutStopMarker(ctx, chain.RoleBroker, stream, chain.StopMarker{RequestedAt: time.Now(), By: host, Reason: reason}); err != nil {
+			if err := c.requestStop(cmd.Context(), st, chain.RoleBroker, stream, reason, id); err != nil {
 				return err
 			}
-			who := "every broker of the chain"
-			if stream != "" {
-				who = "broker " + stream
-			}
 			fmt.Fprintf(c.stdout, "stop marker written to %s; %s stops at its next tick\n", st.URL, who)
-			if stream == "" {
-				return nil
-			}
-			cl, err := c.temporal.Dial(ctx, nil)
-			if err != nil {
-				return nil
-			}
-			defer cl.Close()
-			if err := cl.SignalWorkflow(ctx, brokerID(stream), "", workflows.SignalStop, nil); err != nil {
-				var nf *serviceerror.NotFound
-				if !errors.As(err, &nf) {
-					fmt.Fprintf(c.stderr, "warning: could not signal %s: %v\n", brokerID(stream), err)
-				}
-			}
 			return nil
 		},
 	}
