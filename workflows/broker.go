@@ -46,6 +46,9 @@ type BrokerStatus struct {
 	Unidentified int64     `json:"unidentified_changes,omitempty"`
 	LastPollAt   time.Time `json:"last_poll_at,omitempty"`
 	LastError    string    `json:"last_error,omitempty"`
+	// Health is a first verdict: stalled while the last attempt failed,
+	// healthy while catching up, idle when nothing is left to apply.
+	Health string `json:"health"`
 	// WarnedSevered are the applied-link findings this run has logged.
 	WarnedSevered []string `json:"warned_severed,omitempty"`
 	StopRequested bool     `json:"stop_requested,omitempty"`
@@ -97,7 +100,11 @@ func BrokerWorkflow(ctx workflow.Context, in BrokerInput) (BrokerResult, error) 
 	} else {
 		st.StartedAt = workflow.Now(ctx)
 	}
-	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (BrokerStatus, error) { return st, nil }); err != nil {
+	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (BrokerStatus, error) {
+		out := st
+		out.Health = brokerHealth(st)
+		return out, nil
+	}); err != nil {
 		return BrokerResult{}, err
 	}
 	stopCh := workflow.GetSignalChannel(ctx, SignalStop)
@@ -284,4 +291,17 @@ func BrokerWorkflow(ctx workflow.Context, in BrokerInput) (BrokerResult, error) 
 func isCanceled(ctx workflow.Context, err error) bool {
 	var canceled *temporal.CanceledError
 	return errors.As(err, &canceled) || ctx.Err() != nil
+}
+
+// brokerHealth derives the run's verdict from its state alone (queries must
+// stay deterministic).
+func brokerHealth(st BrokerStatus) string {
+	switch {
+	case st.LastError != "":
+		return "stalled"
+	case st.LinksBehind > 0 || st.Applying != "":
+		return "healthy"
+	default:
+		return "idle"
+	}
 }

@@ -46,12 +46,17 @@ type ProducerStatus struct {
 	LastWindowAt time.Time `json:"last_window_at,omitempty"`
 	// CaptureLag is the time between the newest captured commit and the end
 	// of the window that captured it.
-	CaptureLag       time.Duration `json:"capture_lag"`
-	SlotRetained     int64         `json:"slot_retained_bytes"`
-	SlotWalStatus    string        `json:"slot_wal_status,omitempty"`
-	LastError        string        `json:"last_error,omitempty"`
-	StopRequested    bool          `json:"stop_requested,omitempty"`
-	ContinuedAsNewAt int64         `json:"continued_as_new,omitempty"`
+	CaptureLag    time.Duration `json:"capture_lag"`
+	SlotRetained  int64         `json:"slot_retained_bytes"`
+	SlotWalStatus string        `json:"slot_wal_status,omitempty"`
+	LastError     string        `json:"last_error,omitempty"`
+	// Health is a first verdict: stalled while the last window failed,
+	// healthy when the newest window committed transactions, idle otherwise.
+	Health string `json:"health"`
+	// LastCommitWindowAt is when the newest window that held transactions ended.
+	LastCommitWindowAt time.Time `json:"last_commit_window_at,omitempty"`
+	StopRequested      bool      `json:"stop_requested,omitempty"`
+	ContinuedAsNewAt   int64     `json:"continued_as_new,omitempty"`
 }
 
 // ProducerResult is how a producer run ended.
@@ -89,7 +94,17 @@ func ProducerWorkflow(ctx workflow.Context, in ProducerInput) (ProducerResult, e
 		st.StartedAt = workflow.Now(ctx)
 	}
 	st.Phase = "capturing"
-	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (ProducerStatus, error) { return st, nil }); err != nil {
+	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (ProducerStatus, error) {
+		out := st
+		out.Health = "idle"
+		switch {
+		case st.LastError != "":
+			out.Health = "stalled"
+		case st.LastWindowAt.Equal(st.LastCommitWindowAt) && !st.LastCommitWindowAt.IsZero():
+			out.Health = "healthy"
+		}
+		return out, nil
+	}); err != nil {
 		return ProducerResult{}, err
 	}
 	stopCh := workflow.GetSignalChannel(ctx, SignalStop)
@@ -195,6 +210,7 @@ func (st *ProducerStatus) record(r producer.Result, now time.Time) {
 	st.Transactions += r.Transactions
 	if r.Committed {
 		st.LastLink, st.LastEnd = r.LinkID, r.End
+		st.LastCommitWindowAt = now
 	}
 	if r.Links > 0 {
 		st.Links, st.SegmentLength = r.Links, r.SegmentLength
