@@ -13,6 +13,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/sluicehq/sluice/internal/errcode"
+	"github.com/sluicehq/sluice/internal/payloadcodec"
 )
 
 // workflowFailure is how a workflow ended, ready to print.
@@ -44,6 +45,10 @@ func (c *cli) start(ctx context.Context, l launch) error {
 		return err
 	}
 	defer cl.Close()
+	codec, err := c.temporal.PayloadCodec()
+	if err != nil {
+		return err
+	}
 	opts := client.StartWorkflowOptions{
 		ID:        l.id,
 		TaskQueue: c.temporal.TaskQueue,
@@ -91,7 +96,7 @@ func (c *cli) start(ctx context.Context, l launch) error {
 				continue
 			}
 			pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-			line := l.progress(pctx, cl, run.GetID(), run.GetRunID())
+			line := l.progress(context.WithValue(pctx, codecKey{}, codec), cl, run.GetID(), run.GetRunID())
 			cancel()
 			if line != "" && line != last {
 				fmt.Fprintf(c.stderr, "  %s\n", line)
@@ -156,8 +161,15 @@ func heartbeatDetails(ctx context.Context, cl client.Client, id, runID string) [
 		return nil
 	}
 	var out []map[string]any
+	codec, _ := ctx.Value(codecKey{}).(*payloadcodec.Codec)
 	for _, pa := range desc.RawResponse.GetPendingActivities() {
-		for _, p := range pa.GetHeartbeatDetails().GetPayloads() {
+		payloads := pa.GetHeartbeatDetails().GetPayloads()
+		if codec != nil {
+			if payloads, err = codec.Decode(payloads); err != nil {
+				return nil
+			}
+		}
+		for _, p := range payloads {
 			m := map[string]any{}
 			if json.Unmarshal(p.GetData(), &m) == nil {
 				out = append(out, m)
@@ -193,3 +205,7 @@ func humanBytes(n int64) string {
 	}
 	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }
+
+// codecKey carries the payload codec to the progress readers, which decode
+// heartbeat details themselves (they bypass the client's data converter).
+type codecKey struct{}

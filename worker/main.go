@@ -43,6 +43,11 @@ func run(args []string) int {
 	if err != nil {
 		return refuse(err)
 	}
+	// TLS files, the API key and the payload key are checked before anything
+	// starts, so a half-configured transport is a usage error, not a dial failure.
+	if err := cfg.Check(); err != nil {
+		return refuse(err)
+	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

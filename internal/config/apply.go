@@ -39,6 +39,13 @@ type binding struct {
 
 func set(s string) (string, bool) { return s, s != "" }
 
+func boolSet(b *bool) (string, bool) {
+	if b == nil {
+		return "", false
+	}
+	return strconv.FormatBool(*b), true
+}
+
 var bindings = []binding{
 	{"temporal.address", "temporal-address", "TEMPORAL_ADDRESS", temporalcfg.DefaultAddress,
 		func(f *File) (string, bool) { return set(f.Temporal.Address) }},
@@ -46,17 +53,26 @@ var bindings = []binding{
 		func(f *File) (string, bool) { return set(f.Temporal.Namespace) }},
 	{"temporal.task_queue", "task-queue", "SLUICE_TASK_QUEUE", temporalcfg.DefaultTaskQueue,
 		func(f *File) (string, bool) { return set(f.Temporal.TaskQueue) }},
+	{"temporal.tls", "temporal-tls", temporalcfg.EnvTLS, "false",
+		func(f *File) (string, bool) { return boolSet(f.Temporal.TLS) }},
+	{"temporal.tls_ca", "temporal-tls-ca", temporalcfg.EnvTLSCA, "",
+		func(f *File) (string, bool) { return set(f.Temporal.TLSCA) }},
+	{"temporal.tls_cert", "temporal-tls-cert", temporalcfg.EnvTLSCert, "",
+		func(f *File) (string, bool) { return set(f.Temporal.TLSCert) }},
+	{"temporal.tls_key", "temporal-tls-key", temporalcfg.EnvTLSKey, "",
+		func(f *File) (string, bool) { return set(f.Temporal.TLSKey) }},
+	{"temporal.tls_server_name", "temporal-tls-server-name", temporalcfg.EnvTLSServerName, "",
+		func(f *File) (string, bool) { return set(f.Temporal.TLSServerName) }},
+	{"temporal.api_key_env", "temporal-api-key-env", temporalcfg.EnvAPIKeyEnv, "",
+		func(f *File) (string, bool) { return set(f.Temporal.APIKeyEnv) }},
+	{"temporal.payload_key_env", "payload-key-env", temporalcfg.EnvPayloadKeyEnv, "",
+		func(f *File) (string, bool) { return set(f.Temporal.PayloadKeyEnv) }},
 	{"store.endpoint", "backup-endpoint", "", "",
 		func(f *File) (string, bool) { return set(f.Store.Endpoint) }},
 	{"store.region", "backup-region", "", "",
 		func(f *File) (string, bool) { return set(f.Store.Region) }},
 	{"store.path_style", "backup-path-style", "", "false",
-		func(f *File) (string, bool) {
-			if f.Store.PathStyle == nil {
-				return "", false
-			}
-			return strconv.FormatBool(*f.Store.PathStyle), true
-		}},
+		func(f *File) (string, bool) { return boolSet(f.Store.PathStyle) }},
 }
 
 // Apply resolves every setting the file can hold, strongest layer first: a

@@ -53,6 +53,16 @@ type Temporal struct {
 	Address   string
 	Namespace string
 	TaskQueue string
+	// TLS is nil when the file does not set tls.
+	TLS           *bool
+	TLSCA         string
+	TLSCert       string
+	TLSKey        string
+	TLSServerName string
+	// APIKeyEnv and PayloadKeyEnv name environment variables; the file never
+	// holds the API key or the payload key themselves.
+	APIKeyEnv     string
+	PayloadKeyEnv string
 }
 
 // Store is the [store] table.

@@ -37,8 +37,12 @@ func TestExampleFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if f.Temporal != (Temporal{Address: "temporal.internal:7233", Namespace: "replication", TaskQueue: "sluice"}) {
-		t.Errorf("temporal: %+v", f.Temporal)
+	tlsOn := f.Temporal.TLS
+	f.Temporal.TLS = nil
+	if tlsOn == nil || !*tlsOn || f.Temporal != (Temporal{Address: "temporal.internal:7233", Namespace: "replication", TaskQueue: "sluice",
+		TLSCA: "/etc/sluice/temporal-ca.pem", TLSCert: "/etc/sluice/client.pem", TLSKey: "/etc/sluice/client.key",
+		TLSServerName: "temporal.internal", APIKeyEnv: "TEMPORAL_API_KEY", PayloadKeyEnv: "SLUICE_PAYLOAD_KEY"}) {
+		t.Errorf("temporal: %+v (tls %v)", f.Temporal, tlsOn)
 	}
 	if f.Store.Endpoint != "https://s3.eu-west.example" || f.Store.Region != "auto" || f.Store.PathStyle == nil || !*f.Store.PathStyle {
 		t.Errorf("store: %+v", f.Store)
@@ -91,7 +95,7 @@ colour = "blue"
 [temporal]
 adress = "x:7233"
 
-[temporal.tls]
+[temporal.mtls]
 cert = "/c"
 
 [sources.app]
@@ -115,7 +119,7 @@ dsn = "postgres://app@h/db"
 		"targets.replica.options",
 		"targets.replica.password.enV",
 		"temporal.adress",
-		"temporal.tls",
+		"temporal.mtls",
 	}
 	if !strings.Contains(msg, "unknown keys "+strings.Join(want, ", ")) {
 		t.Errorf("message %q does not list %v", msg, want)

@@ -103,9 +103,18 @@ func (d *decoder) file(tree map[string]any) *File {
 		"temporal": func(p toml.Key, v any) {
 			if m, ok := d.table(p, v); ok {
 				d.fields(p, m, map[string]fieldFunc{
-					"address":    d.str(&f.Temporal.Address),
-					"namespace":  d.str(&f.Temporal.Namespace),
-					"task_queue": d.str(&f.Temporal.TaskQueue),
+					"address":         d.str(&f.Temporal.Address),
+					"namespace":       d.str(&f.Temporal.Namespace),
+					"task_queue":      d.str(&f.Temporal.TaskQueue),
+					"tls":             d.boolean(&f.Temporal.TLS),
+					"tls_ca":          d.str(&f.Temporal.TLSCA),
+					"tls_cert":        d.str(&f.Temporal.TLSCert),
+					"tls_key":         d.str(&f.Temporal.TLSKey),
+					"tls_server_name": d.str(&f.Temporal.TLSServerName),
+					"api_key":         func(p toml.Key, _ any) { d.literal = append(d.literal, p.String()+" (use api_key_env)") },
+					"api_key_env":     d.str(&f.Temporal.APIKeyEnv),
+					"payload_key":     func(p toml.Key, _ any) { d.literal = append(d.literal, p.String()+" (use payload_key_env)") },
+					"payload_key_env": d.str(&f.Temporal.PayloadKeyEnv),
 				})
 			}
 		},

@@ -25,6 +25,15 @@ type TemporalView struct {
 	Address   string `json:"address"`
 	Namespace string `json:"namespace"`
 	TaskQueue string `json:"task_queue"`
+	TLS       bool   `json:"tls"`
+	// The TLS files and the two references are shown only when set; the
+	// references are variable names, never the secrets.
+	TLSCA         string `json:"tls_ca,omitempty"`
+	TLSCert       string `json:"tls_cert,omitempty"`
+	TLSKey        string `json:"tls_key,omitempty"`
+	TLSServerName string `json:"tls_server_name,omitempty"`
+	APIKeyEnv     string `json:"api_key_env,omitempty"`
+	PayloadKeyEnv string `json:"payload_key_env,omitempty"`
 }
 
 // StoreView is the store options in effect.
@@ -61,6 +70,20 @@ func NewView(f *File, settings []Setting) View {
 			v.Temporal.Namespace = s.Value
 		case "temporal.task_queue":
 			v.Temporal.TaskQueue = s.Value
+		case "temporal.tls":
+			v.Temporal.TLS, _ = strconv.ParseBool(s.Value)
+		case "temporal.tls_ca":
+			v.Temporal.TLSCA = s.Value
+		case "temporal.tls_cert":
+			v.Temporal.TLSCert = s.Value
+		case "temporal.tls_key":
+			v.Temporal.TLSKey = s.Value
+		case "temporal.tls_server_name":
+			v.Temporal.TLSServerName = s.Value
+		case "temporal.api_key_env":
+			v.Temporal.APIKeyEnv = s.Value
+		case "temporal.payload_key_env":
+			v.Temporal.PayloadKeyEnv = s.Value
 		case "store.endpoint":
 			v.Store.Endpoint = s.Value
 		case "store.region":

@@ -195,3 +195,23 @@ var (
 		"The admin bearer token the worker resolved is shorter than 16 characters.",
 		"Generate a longer token (e.g. `openssl rand -hex 32`) and store it in the referenced environment variable or file.")
 )
+
+// Temporal transport and payload encryption (see docs/operations.md, "Temporal
+// TLS, API key and payload encryption").
+var (
+	TemporalTLSInvalid = register("SLUICE-E-TEMPORAL-TLS-INVALID", ExitUsage,
+		"The Temporal client TLS options cannot be used: a client certificate without its key (or the reverse), or a CA, certificate or key file that cannot be read or does not parse; the message names the flag.",
+		"Give --temporal-tls-cert and --temporal-tls-key together, each a readable PEM file (and --temporal-tls-ca a readable PEM bundle), or drop both for server-only TLS.")
+	TemporalAPIKeyUnresolved = register("SLUICE-E-TEMPORAL-API-KEY-UNRESOLVED", ExitUsage,
+		"--temporal-api-key-env names an environment variable that is unset or empty in this process.",
+		"Export the API key in the variable named (the flag holds the variable's name, never the key), or drop --temporal-api-key-env.")
+	PayloadKeyInvalid = register("SLUICE-E-PAYLOAD-KEY-INVALID", ExitUsage,
+		"--payload-key-env names an environment variable that is unset, empty, not base64, or not a 32-byte key.",
+		"Put a base64 32-byte key in the variable named (e.g. `openssl rand -base64 32`), the same one for the starter, every worker and the codec server.")
+	PayloadUndecryptable = register("SLUICE-E-PAYLOAD-UNDECRYPTABLE", ExitRuntime,
+		"An encrypted workflow payload could not be decrypted: it was written with a different key (the message names both key IDs), or it was altered.",
+		"Give this process the key the writer used (--payload-key-env); the key ID in the message is a fingerprint of that key, never the key itself. `sluice codec-server` prints the ID of the key it holds.")
+	CodecServerRemote = register("SLUICE-E-CODEC-SERVER-REMOTE", ExitUsage,
+		"`sluice codec-server --listen` names a non-loopback address without --allow-remote; anyone who can reach it could decrypt every payload of the namespace.",
+		"Keep --listen on 127.0.0.1 and reach it through an SSH tunnel or a proxy that authenticates operators, or pass --allow-remote once such a proxy stands in front of it.")
+)
