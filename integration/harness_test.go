@@ -153,10 +153,10 @@ func (hh *harness) startWorker() error {
 
 // startWorkerProc starts a worker polling taskQueue, logging into log, and
 // waits until it is ready.
-func startWorkerProc(taskQueue string, log *lockedBuffer) (*workerProc, error) {
+func startWorkerProc(taskQueue string, log *lockedBuffer, extraEnv ...string) (*workerProc, error) {
 	admin := freePort()
 	cmd := exec.Command(filepath.Join(h.bin, "sluice-worker"), "--admin-addr", admin, "--task-queue", taskQueue)
-	cmd.Env = append(h.env(), sourcePasswordEnv+"="+sourcePassword)
+	cmd.Env = append(append(h.env(), sourcePasswordEnv+"="+sourcePassword), extraEnv...)
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start worker: %w", err)
