@@ -3,40 +3,20 @@ package postgres
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/sluicehq/sluice/internal/credentials"
 	"github.com/sluicehq/sluice/internal/errcode"
+	"github.com/sluicehq/sluice/internal/pgerr"
 )
 
-// classify turns a PostgreSQL or network error into a coded error where one
-// applies: privilege errors refuse, connection failures are "unreachable".
-func classify(err error, what string) error {
-	if err == nil {
-		return nil
-	}
-	if _, ok := errcode.As(err); ok {
-		return err
-	}
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) {
-		switch pgErr.Code {
-		case "42501":
-			return errcode.Wrap(errcode.SourcePrivileges, err, "%s", what)
-		case "28P01", "28000":
-			return errcode.Wrap(errcode.SourceUnreachable, err, "%s: authentication failed", what)
-		}
-		return fmt.Errorf("%s: %w", what, err)
-	}
-	var connErr *pgconn.ConnectError
-	if errors.As(err, &connErr) {
-		return errcode.Wrap(errcode.SourceUnreachable, err, "%s", what)
-	}
-	return fmt.Errorf("%s: %w", what, err)
-}
+// sourceErrors codes the source's errors: missing privileges refuse, failed
+// connections are unreachable.
+var sourceErrors = pgerr.Side{Privileges: errcode.SourcePrivileges, Unreachable: errcode.SourceUnreachable}
+
+func classify(err error, what string) error { return sourceErrors.Classify(err, what) }
 
 // connect opens a connection with an empty search_path, so that every name
 // the catalog functions print comes back schema-qualified.

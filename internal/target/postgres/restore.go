@@ -10,11 +10,11 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/sluicehq/sluice/internal/chain"
 	"github.com/sluicehq/sluice/internal/credentials"
 	"github.com/sluicehq/sluice/internal/errcode"
+	"github.com/sluicehq/sluice/internal/pgerr"
 )
 
 // Connect opens a target connection with an empty search_path, so the
@@ -33,30 +33,11 @@ func Connect(ctx context.Context, dsn string) (*pgx.Conn, error) {
 	return conn, nil
 }
 
-// classify codes privilege and connection failures of the target.
-func classify(err error, what string) error {
-	if err == nil {
-		return nil
-	}
-	if _, ok := errcode.As(err); ok {
-		return err
-	}
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) {
-		switch pgErr.Code {
-		case "42501":
-			return errcode.Wrap(errcode.TargetPrivileges, err, "%s", what)
-		case "28P01", "28000":
-			return errcode.Wrap(errcode.TargetUnreachable, err, "%s: authentication failed", what)
-		}
-		return fmt.Errorf("%s: %w", what, err)
-	}
-	var connErr *pgconn.ConnectError
-	if errors.As(err, &connErr) {
-		return errcode.Wrap(errcode.TargetUnreachable, err, "%s", what)
-	}
-	return fmt.Errorf("%s: %w", what, err)
-}
+// targetErrors codes the target's errors: missing privileges refuse, failed
+// connections are unreachable.
+var targetErrors = pgerr.Side{Privileges: errcode.TargetPrivileges, Unreachable: errcode.TargetUnreachable}
+
+func classify(err error, what string) error { return targetErrors.Classify(err, what) }
 
 func ident(parts ...string) string { return pgx.Identifier(parts).Sanitize() }
 
