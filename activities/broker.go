@@ -299,15 +299,17 @@ func (a *Activities) waitForLinks(ctx context.Context, p WaitParams) (WaitResult
 			res.Pending = append(res.Pending, PendingLink{ID: l.ID, ExpectedLast: last, Changes: l.Changes, CreatedAt: l.CreatedAt})
 			last = l.ID
 		}
-		if len(res.Pending) > 0 {
-			return res, nil
-		}
+		// A stop marker is observed on every tick, whether or not links
+		// are pending, so a broker that is behind stops between incrementals too.
 		for _, stream := range []string{p.Stream, ""} {
 			m, ok, err := ch.GetStopMarker(ctx, chain.RoleBroker, stream)
 			if err == nil && ok && !m.RequestedAt.Before(p.StopAfter) {
 				res.Stop = true
 				return res, nil
 			}
+		}
+		if len(res.Pending) > 0 {
+			return res, nil
 		}
 		if p.MaxWait > 0 && time.Now().After(deadline) {
 			return res, nil

@@ -67,6 +67,11 @@ func TestCorruptChunkRefusesRestore(t *testing.T) {
 	if err := os.WriteFile(chunks[0], data, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// verify-chain --chunks reads every chunk and names the damaged one.
+	if r := sluice(t, "backup", "verify-chain", "--target", "file://"+dir, "--chunks"); r.exit != 3 ||
+		!strings.Contains(r.stderr, "SLUICE-E-CHUNK-CORRUPT") {
+		t.Fatalf("verify-chain --chunks: want SLUICE-E-CHUNK-CORRUPT exit 3, got %s", r)
+	}
 	dst := testenv.CreateDB(t, "dst")
 	r := sluice(t, "restore", "--backup-target", "file://"+dir, "--target", testenv.DSN(dst))
 	if r.exit != 3 {

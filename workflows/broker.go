@@ -242,7 +242,10 @@ func BrokerWorkflow(ctx workflow.Context, in BrokerInput) (BrokerResult, error) 
 		if len(wait.Pending) > 0 {
 			st.SecondsBehind = now.Sub(wait.Pending[0].CreatedAt).Seconds()
 		}
-		for i, link := range wait.Pending {
+		// One incremental per tick: the next tick reads the catalog and the
+		// store's stop marker again, so a stop is observed between
+		// incrementals even while the broker is far behind.
+		for i, link := range wait.Pending[:1] {
 			if stopped() {
 				break
 			}

@@ -42,11 +42,15 @@ func TestBrokerCancelledInsideAnIncrementalIsPartial(t *testing.T) {
 func TestBrokerAppliesPendingLinksInOrderThenStops(t *testing.T) {
 	env, acts := newEnv(t)
 	env.OnActivity(acts.PrepareBroker, mock.Anything, mock.Anything).Return(activities.BrokerStart{Mode: activities.ModeWarm, ChainID: "c", LastApplied: "f"}, nil).Once()
+	// One incremental per tick: the second tick still finds i2.
 	env.OnActivity(acts.WaitForLinks, mock.Anything, mock.Anything).Return(activities.WaitResult{
 		Pending: []activities.PendingLink{{ID: "i1", ExpectedLast: "f"}, {ID: "i2", ExpectedLast: "i1"}},
 	}, nil).Once()
+	env.OnActivity(acts.WaitForLinks, mock.Anything, mock.Anything).Return(activities.WaitResult{
+		Pending: []activities.PendingLink{{ID: "i2", ExpectedLast: "i1"}},
+	}, nil).Once()
 	env.OnActivity(acts.WaitForLinks, mock.Anything, mock.Anything).Return(activities.WaitResult{Stop: true}, nil).Once()
-	env.OnActivity(acts.CheckChainForBroker, mock.Anything, mock.Anything).Return(activities.CheckChainResult{}, nil).Once()
+	env.OnActivity(acts.CheckChainForBroker, mock.Anything, mock.Anything).Return(activities.CheckChainResult{}, nil).Twice()
 	env.OnActivity(acts.JudgeBrokerIncremental, mock.Anything, mock.Anything).Return(activities.JudgeResult{}, nil).Twice()
 	var order []string
 	env.OnActivity(acts.ApplyBrokerIncremental, mock.Anything, mock.Anything).Return(
