@@ -16,6 +16,7 @@ import (
 	"github.com/sluicehq/sluice/internal/blobstore"
 	"github.com/sluicehq/sluice/internal/chain"
 	"github.com/sluicehq/sluice/internal/errcode"
+	"github.com/sluicehq/sluice/internal/health"
 )
 
 // StoreRef names a backup store and how to reach it; it holds no secret (S3
@@ -32,6 +33,8 @@ type StoreRef struct {
 type Activities struct {
 	// OpenStore opens a backup store; blobstore.Open when nil.
 	OpenStore func(ctx context.Context, ref StoreRef) (blobstore.Store, error)
+	// Health receives the runs' polls, deliveries and failures; nil ignores them.
+	Health *health.Tracker
 	// HeartbeatInterval is how often long activities heartbeat (default 1s).
 	HeartbeatInterval time.Duration
 
@@ -125,3 +128,22 @@ func temporalError(err error) error {
 	}
 	return temporal.NewApplicationErrorWithOptions(err.Error(), string(e.Code), opts)
 }
+
+// failed tells the health tracker why a run's attempt failed.
+func (a *Activities) failed(k health.Key, err error) {
+	if err == nil || errors.Is(err, context.Canceled) {
+		return
+	}
+	cause := health.CauseFailing
+	switch {
+	case errcode.Is(err, errcode.SlotInvalidated), errcode.Is(err, errcode.SlotMissing):
+		cause = health.CauseSourcePositionLost
+	case errcode.Is(err, errcode.TargetUnreachable), errcode.Is(err, errcode.TargetPrivileges), errcode.Is(err, errcode.ApplyMarksUnavailable):
+		cause = health.CauseTargetRefusing
+	}
+	a.Health.Failed(k, cause, err.Error())
+}
+
+func producerKey(store StoreRef) health.Key { return health.Key{Role: "producer", Name: store.URL} }
+
+func brokerKey(stream string) health.Key { return health.Key{Role: "broker", Name: stream} }

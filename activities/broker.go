@@ -308,6 +308,7 @@ func (a *Activities) waitForLinks(ctx context.Context, p WaitParams) (WaitResult
 				return res, nil
 			}
 		}
+		a.Health.Polled(brokerKey(p.Stream), len(res.Pending) > 0)
 		if len(res.Pending) > 0 {
 			return res, nil
 		}
@@ -364,13 +365,19 @@ func (a *Activities) ApplyBrokerIncremental(ctx context.Context, p BrokerApplyPa
 	var applied atomic.Int64
 	stop := a.heartbeat(ctx, func() any { return map[string]any{"incremental": m.ID, "applied": applied.Load()} })
 	defer stop()
+	k := brokerKey(p.Stream)
 	r, err := pgtarget.ApplyIncrementalForBroker(ctx, ch, m, schema, pgtarget.BrokerApply{
 		DSN: dsn, Stream: p.Stream, Owner: owner, Lanes: p.Concurrency, ExpectedLast: p.Link.ExpectedLast,
-		Progress: func(n int64) { applied.Store(n) },
+		Progress: func(n int64) {
+			applied.Store(n)
+			a.Health.Delivered(k)
+		},
 	})
 	if err != nil {
+		a.failed(k, err)
 		return BrokerApplyResult{}, temporalError(err)
 	}
+	a.Health.Delivered(k)
 	return BrokerApplyResult{Applied: r.Applied, Skipped: r.Skipped, Resumed: r.Resumed}, nil
 }
 

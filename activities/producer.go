@@ -99,7 +99,15 @@ func (a *Activities) CaptureWindow(ctx context.Context, p WindowParams) (WindowR
 	if err != nil {
 		return WindowResult{}, temporalError(err)
 	}
-	poll, stopped := stopPoller(ctx, ch, p.StopAfter)
+	k := producerKey(p.Store)
+	a.Health.Polled(k, false)
+	stopPoll, stopped := stopPoller(ctx, ch, p.StopAfter)
+	// The capture loop asks for the stop marker between transactions: that
+	// is also the sign its loop turns.
+	poll := func() bool {
+		a.Health.Polled(k, false)
+		return stopPoll()
+	}
 	stop := a.heartbeat(ctx, func() any { return map[string]any{"stopping": stopped()} })
 	defer stop()
 	lim := pgsource.Limits{Duration: p.Rollover, Changes: p.MaxChanges, Bytes: p.MaxBytes, Idle: p.Idle, Stop: poll}
@@ -108,7 +116,13 @@ func (a *Activities) CaptureWindow(ctx context.Context, p WindowParams) (WindowR
 	}
 	res, err := producer.Window(ctx, ch, o, lim)
 	if err != nil {
+		a.failed(k, err)
 		return WindowResult{}, temporalError(err)
+	}
+	if res.Committed {
+		a.Health.Delivered(k)
+	} else {
+		a.Health.Polled(k, false)
 	}
 	return WindowResult{Result: res, Stopped: stopped()}, nil
 }

@@ -44,8 +44,9 @@ type harness struct {
 
 // workerProc is one sluice-worker process.
 type workerProc struct {
-	cmd *exec.Cmd
-	log *lockedBuffer
+	cmd   *exec.Cmd
+	log   *lockedBuffer
+	admin string // host:port of its admin endpoint
 }
 
 type lockedBuffer struct {
@@ -161,7 +162,7 @@ func startWorkerProc(taskQueue string, log *lockedBuffer, extraEnv ...string) (*
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start worker: %w", err)
 	}
-	w := &workerProc{cmd: cmd, log: log}
+	w := &workerProc{cmd: cmd, log: log, admin: admin}
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
 		if resp, err := httpGet("http://" + admin + "/readyz"); err == nil && resp == 200 {

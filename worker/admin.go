@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"math"
@@ -23,6 +24,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/sluicehq/sluice/internal/errcode"
+	"github.com/sluicehq/sluice/internal/health"
 	"github.com/sluicehq/sluice/internal/telemetry"
 )
 
@@ -232,6 +234,14 @@ func newAdminHandler(s adminSettings, probe readinessProbe, tel *telemetry.Telem
 			_, _ = w.Write([]byte("ok\n"))
 		})},
 		"/metrics": {handler: tel.Handler(), protected: true},
+		"/status": {handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			runs := tel.RunStatuses()
+			if runs == nil {
+				runs = []health.Status{}
+			}
+			_ = json.NewEncoder(w).Encode(map[string]any{"runs": runs})
+		}), protected: true},
 	}
 	return h
 }

@@ -8,6 +8,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -26,6 +27,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/errcode"
+	"github.com/sluicehq/sluice/internal/health"
 	"github.com/sluicehq/sluice/internal/telemetry"
 )
 
@@ -455,5 +457,58 @@ func TestClientKey(t *testing.T) {
 		if got := clientKey(in); got != want {
 			t.Errorf("clientKey(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// TestStatusAndRunHealth: /status needs the token like /metrics, lists every
+// run with its verdict, and /metrics carries the one-hot health series and
+// the stall cause only while a run is stalled.
+func TestStatusAndRunHealth(t *testing.T) {
+	base, c, tel := protectedServer(t, defaults(""), fakeProbe{})
+	tr := health.NewTracker(nil, nil)
+	if err := tel.TrackRuns(tr); err != nil {
+		t.Fatal(err)
+	}
+	tr.Polled(health.Key{Role: "broker", Name: "quiet"}, false)
+	tr.Delivered(health.Key{Role: "producer", Name: "file:///chain"})
+	tr.Failed(health.Key{Role: "broker", Name: "refused"}, health.CauseTargetRefusing, "permission denied")
+	tr.Polled(health.Key{Role: "broker", Name: "refused"}, true)
+
+	if code, _, _ := get(t, c, base+"/status", ""); code != http.StatusUnauthorized {
+		t.Fatalf("/status without a token: %d, want 401", code)
+	}
+	code, _, body := get(t, c, base+"/status", testToken)
+	if code != http.StatusOK {
+		t.Fatalf("/status: %d", code)
+	}
+	var st struct {
+		Runs []health.Status `json:"runs"`
+	}
+	if err := json.Unmarshal([]byte(body), &st); err != nil {
+		t.Fatalf("/status is not JSON: %v\n%s", err, body)
+	}
+	got := map[string]string{}
+	for _, r := range st.Runs {
+		got[r.Role+"/"+r.Name] = r.Verdict + "/" + r.Cause
+	}
+	want := map[string]string{"broker/quiet": "idle/", "producer/file:///chain": "healthy/", "broker/refused": "stalled/target_refusing_apply"}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("/status %s = %q, want %q (all: %v)", k, got[k], v, got)
+		}
+	}
+
+	_, _, metrics := get(t, c, base+"/metrics", testToken)
+	for _, line := range []string{
+		`sluice_run_health{name="quiet",role="broker",verdict="idle"} 1`,
+		`sluice_run_health{name="quiet",role="broker",verdict="stalled"} 0`,
+		`sluice_run_stall_cause{cause="target_refusing_apply",name="refused",role="broker"} 1`,
+	} {
+		if !strings.Contains(metrics, line) {
+			t.Errorf("/metrics lacks %q", line)
+		}
+	}
+	if strings.Contains(metrics, `sluice_run_stall_cause{cause="target_refusing_apply",name="quiet"`) {
+		t.Error("a run that is not stalled has a stall-cause series")
 	}
 }

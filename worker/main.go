@@ -17,6 +17,7 @@ import (
 
 	"github.com/sluicehq/sluice/activities"
 	"github.com/sluicehq/sluice/internal/errcode"
+	"github.com/sluicehq/sluice/internal/health"
 	"github.com/sluicehq/sluice/internal/telemetry"
 	"github.com/sluicehq/sluice/internal/temporalcfg"
 	"github.com/sluicehq/sluice/workflows"
@@ -73,7 +74,26 @@ func run(args []string) int {
 		DefaultHeartbeatThrottleInterval: time.Second,
 		MaxHeartbeatThrottleInterval:     2 * time.Second,
 	})
-	workflows.Register(w, &activities.Activities{})
+	// Each run this worker hosts gets a verdict; transitions are logged
+	// once, and /status and /metrics show them.
+	tracker := health.NewTracker(logger, nil)
+	if err := tel.TrackRuns(tracker); err != nil {
+		logger.Error("cannot set up run metrics", "err", err)
+		return errcode.ExitRuntime
+	}
+	go func() {
+		t := time.NewTicker(5 * time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				tracker.Statuses()
+			}
+		}
+	}()
+	workflows.Register(w, &activities.Activities{Health: tracker})
 
 	ready := &readiness{client: cl}
 	if adminSet.addr != "" {

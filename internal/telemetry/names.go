@@ -2,7 +2,8 @@ package telemetry
 
 // Names of the series sluice exposes on /metrics, as Prometheus sees them.
 // Every label takes its values from a fixed, small set: no label ever carries
-// a table name, a key, a DSN or anything else an operator or a row chooses.
+// a table name, a key, a DSN or a credential. The one operator-chosen label
+// is a run's name (its store URL or stream ID).
 // docs/operations.md lists them; keep the two in step.
 const (
 	// MetricWorkerInfo is a gauge fixed at 1 whose labels describe the

@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/prometheus/otlptranslator"
+	"github.com/sluicehq/sluice/internal/health"
 	"go.opentelemetry.io/otel/attribute"
 	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
 	"go.opentelemetry.io/otel/metric"
@@ -54,6 +55,8 @@ type Telemetry struct {
 	adminClients  atomic.Pointer[func() int]
 
 	temporalHandler client.MetricsHandler
+	// runs is the health tracker of the runs this worker hosts, once set.
+	runs atomic.Pointer[health.Tracker]
 }
 
 // New builds the registry, the exporter and the provider, and registers

@@ -1,0 +1,65 @@
+package integration
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/health"
+	"github.com/sluicehq/sluice/internal/testenv"
+)
+
+// The worker's /status and /metrics show each run it hosts with its verdict:
+// a broker that just applied an incremental is healthy, its poll loop turning.
+func TestWorkerReportsRunHealth(t *testing.T) {
+	_, chainURL, fullID, incID := brokerFixture(t)
+	dst := testenv.CreateDB(t, "dst")
+	mustSluice(t, "restore", "--backup-target", chainURL, "--target", testenv.DSN(dst), "--through", fullID)
+	stream := fmt.Sprintf("health-%d", time.Now().UnixNano()%1e6)
+	if r := sluice(t, "sync", "from-backup", "run", "--backup-target", chainURL, "--target", testenv.DSN(dst),
+		"--stream-id", stream, "--at-chain-id", fullID, "--poll-interval", "300ms", "--detach"); r.exit != 0 {
+		t.Fatal(r)
+	}
+	defer stopBroker(t, chainURL, stream)
+	waitBrokerAt(t, stream, incID, time.Minute)
+
+	fetch := func(path string) string {
+		resp, err := http.Get("http://" + h.worker.admin + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s: %d %s", path, resp.StatusCode, b)
+		}
+		return string(b)
+	}
+	var st struct {
+		Runs []health.Status `json:"runs"`
+	}
+	if err := json.Unmarshal([]byte(fetch("/status")), &st); err != nil {
+		t.Fatal(err)
+	}
+	var found *health.Status
+	for i := range st.Runs {
+		if st.Runs[i].Role == "broker" && st.Runs[i].Name == stream {
+			found = &st.Runs[i]
+		}
+	}
+	if found == nil {
+		t.Fatalf("/status does not list broker %s: %+v", stream, st.Runs)
+	}
+	if found.Verdict != health.Healthy || found.PollAgeSeconds > 60 || found.DeliveryAgeSecs <= 0 {
+		t.Fatalf("want a healthy broker with a recent poll and delivery, got %+v", *found)
+	}
+	metrics := fetch("/metrics")
+	want := fmt.Sprintf(`sluice_run_health{name="%s",role="broker",verdict="healthy"} 1`, stream)
+	if !strings.Contains(metrics, want) {
+		t.Fatalf("/metrics lacks %q", want)
+	}
+}
