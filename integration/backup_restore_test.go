@@ -3,6 +3,8 @@ package integration
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -253,7 +255,10 @@ func TestPasswordsStayOutOfHistory(t *testing.T) {
 	if events == 0 || !strings.Contains(history.String(), sourcePasswordEnv) {
 		t.Fatalf("history of %s not read (%d events)", id, events)
 	}
-	for where, text := range map[string]string{"history": history.String(), "starter output": r.stdout + r.stderr, "worker log": h.workerLog.String()} {
+	// The worker's metrics and run statuses neither.
+	metrics, status := adminGet(t, "/metrics"), adminGet(t, "/status")
+	for where, text := range map[string]string{"history": history.String(), "starter output": r.stdout + r.stderr, "worker log": h.workerLog.String(),
+		"metrics": metrics, "status": status} {
 		if strings.Contains(text, sourcePassword) {
 			t.Errorf("the source password appears in the %s", where)
 		}
@@ -274,4 +279,19 @@ func queryInt(t *testing.T, db, sql string, out *int) error {
 	}
 	defer conn.Close(context.Background())
 	return conn.QueryRow(context.Background(), sql).Scan(out)
+}
+
+// adminGet reads a path of the shared worker's admin endpoint.
+func adminGet(t *testing.T, path string) string {
+	t.Helper()
+	resp, err := http.Get("http://" + h.worker.admin + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("%s: %d %v", path, resp.StatusCode, err)
+	}
+	return string(b)
 }

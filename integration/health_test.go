@@ -3,8 +3,6 @@ package integration
 import (
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -27,22 +25,10 @@ func TestWorkerReportsRunHealth(t *testing.T) {
 	defer stopBroker(t, chainURL, stream)
 	waitBrokerAt(t, stream, incID, time.Minute)
 
-	fetch := func(path string) string {
-		resp, err := http.Get("http://" + h.worker.admin + path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		if resp.StatusCode != http.StatusOK {
-			t.Fatalf("%s: %d %s", path, resp.StatusCode, b)
-		}
-		return string(b)
-	}
 	var st struct {
 		Runs []health.Status `json:"runs"`
 	}
-	if err := json.Unmarshal([]byte(fetch("/status")), &st); err != nil {
+	if err := json.Unmarshal([]byte(adminGet(t, "/status")), &st); err != nil {
 		t.Fatal(err)
 	}
 	var found *health.Status
@@ -57,7 +43,7 @@ func TestWorkerReportsRunHealth(t *testing.T) {
 	if found.Verdict != health.Healthy || found.PollAgeSeconds > 60 || found.DeliveryAgeSecs <= 0 {
 		t.Fatalf("want a healthy broker with a recent poll and delivery, got %+v", *found)
 	}
-	metrics := fetch("/metrics")
+	metrics := adminGet(t, "/metrics")
 	want := fmt.Sprintf(`sluice_run_health{name="%s",role="broker",verdict="healthy"} 1`, stream)
 	if !strings.Contains(metrics, want) {
 		t.Fatalf("/metrics lacks %q", want)
