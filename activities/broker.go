@@ -309,6 +309,11 @@ func (a *Activities) waitForLinks(ctx context.Context, p WaitParams) (WaitResult
 			}
 		}
 		a.Health.Polled(brokerKey(p.Stream), len(res.Pending) > 0)
+		behind := 0.0
+		if len(res.Pending) > 0 {
+			behind = time.Since(res.Pending[0].CreatedAt).Seconds()
+		}
+		a.Health.Behind(brokerKey(p.Stream), len(res.Pending), behind)
 		if len(res.Pending) > 0 {
 			return res, nil
 		}
@@ -378,6 +383,7 @@ func (a *Activities) ApplyBrokerIncremental(ctx context.Context, p BrokerApplyPa
 		return BrokerApplyResult{}, temporalError(err)
 	}
 	a.Health.Delivered(k)
+	a.Health.Counted(k, r.Applied)
 	return BrokerApplyResult{Applied: r.Applied, Skipped: r.Skipped, Resumed: r.Resumed}, nil
 }
 

@@ -121,9 +121,11 @@ func (a *Activities) CaptureWindow(ctx context.Context, p WindowParams) (WindowR
 	}
 	if res.Committed {
 		a.Health.Delivered(k)
+		a.Health.Counted(k, res.Changes)
 	} else {
 		a.Health.Polled(k, false)
 	}
+	a.Health.Slot(k, res.Slot.RetainedBytes, res.Slot.WalStatus)
 	return WindowResult{Result: res, Stopped: stopped()}, nil
 }
 

@@ -14,6 +14,8 @@ import (
 // The worker's /status and /metrics show each run it hosts with its verdict:
 // a broker that just applied an incremental is healthy, its poll loop turning.
 func TestWorkerReportsRunHealth(t *testing.T) {
+	// The fixture's `backup incremental` ran on this worker: its producer
+	// run reports the chain slot.
 	_, chainURL, fullID, incID := brokerFixture(t)
 	dst := testenv.CreateDB(t, "dst")
 	mustSluice(t, "restore", "--backup-target", chainURL, "--target", testenv.DSN(dst), "--through", fullID)
@@ -43,9 +45,19 @@ func TestWorkerReportsRunHealth(t *testing.T) {
 	if found.Verdict != health.Healthy || found.PollAgeSeconds > 60 || found.DeliveryAgeSecs <= 0 {
 		t.Fatalf("want a healthy broker with a recent poll and delivery, got %+v", *found)
 	}
+	if found.Changes == 0 || found.LinksBehind != 0 {
+		t.Fatalf("want the applied changes counted and nothing behind, got %+v", *found)
+	}
 	metrics := adminGet(t, "/metrics")
-	want := fmt.Sprintf(`sluice_run_health{name="%s",role="broker",verdict="healthy"} 1`, stream)
-	if !strings.Contains(metrics, want) {
-		t.Fatalf("/metrics lacks %q", want)
+	for _, want := range []string{
+		fmt.Sprintf(`sluice_run_health{name="%s",role="broker",verdict="healthy"} 1`, stream),
+		fmt.Sprintf(`sluice_run_changes_total{name="%s",role="broker"} %d`, stream, found.Changes),
+		fmt.Sprintf(`sluice_broker_links_behind{name="%s",role="broker"} 0`, stream),
+		fmt.Sprintf(`sluice_slot_wal_status{name="%s",role="producer",status="reserved"} 1`, chainURL),
+		fmt.Sprintf(`sluice_slot_retained_bytes{name="%s",role="producer"}`, chainURL),
+	} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
 	}
 }

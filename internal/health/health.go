@@ -66,6 +66,11 @@ type run struct {
 	failCause, failMsg                 string
 	failedAt                           time.Time
 	verdict, cause                     string
+	changes                            int64
+	linksBehind                        int
+	secondsBehind                      float64
+	slotRetained                       int64
+	walStatus                          string
 }
 
 // Status is one run's verdict and the measurements behind it.
@@ -78,7 +83,20 @@ type Status struct {
 	Pending          bool    `json:"pending"`
 	LastError        string  `json:"last_error,omitempty"`
 	LastReportAgeSec float64 `json:"last_report_age_seconds"`
+	// Changes counts the changes the run delivered through this worker.
+	Changes int64 `json:"changes"`
+	// LinksBehind and SecondsBehind (brokers): incrementals not applied yet
+	// and the age of the oldest of them.
+	LinksBehind   int     `json:"links_behind,omitempty"`
+	SecondsBehind float64 `json:"seconds_behind,omitempty"`
+	// SlotRetainedBytes and SlotWalStatus (producers): the chain slot's
+	// retained WAL and pg_replication_slots.wal_status.
+	SlotRetainedBytes int64  `json:"slot_retained_bytes,omitempty"`
+	SlotWalStatus     string `json:"slot_wal_status,omitempty"`
 }
+
+// WalStatuses lists the values of pg_replication_slots.wal_status.
+var WalStatuses = []string{"reserved", "extended", "unreserved", "lost"}
 
 // Tracker holds the runs of one worker. Safe for concurrent use; a nil
 // Tracker ignores every report.
@@ -130,6 +148,38 @@ func (t *Tracker) Delivered(k Key) {
 	r := t.get(k)
 	r.lastDelivery, r.lastPoll = t.now(), t.now()
 	r.failCause, r.failMsg = "", ""
+}
+
+// Counted adds delivered changes to the run's count.
+func (t *Tracker) Counted(k Key, changes int64) {
+	if t == nil {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.get(k).changes += changes
+}
+
+// Behind records how far a broker is behind the chain.
+func (t *Tracker) Behind(k Key, links int, seconds float64) {
+	if t == nil {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	r := t.get(k)
+	r.linksBehind, r.secondsBehind = links, seconds
+}
+
+// Slot records the health of a producer's chain slot.
+func (t *Tracker) Slot(k Key, retained int64, walStatus string) {
+	if t == nil {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	r := t.get(k)
+	r.slotRetained, r.walStatus = retained, walStatus
 }
 
 // Failed records a failed attempt with its cause.
@@ -191,7 +241,9 @@ func (t *Tracker) Statuses() []Status {
 			r.verdict, r.cause = v, c
 		}
 		s := Status{Key: k, Verdict: v, Cause: c, Pending: r.pending, LastError: r.failMsg,
-			LastReportAgeSec: now.Sub(r.lastReport).Seconds()}
+			LastReportAgeSec: now.Sub(r.lastReport).Seconds(), Changes: r.changes,
+			LinksBehind: r.linksBehind, SecondsBehind: r.secondsBehind,
+			SlotRetainedBytes: r.slotRetained, SlotWalStatus: r.walStatus}
 		if !r.lastPoll.IsZero() {
 			s.PollAgeSeconds = now.Sub(r.lastPoll).Seconds()
 		}

@@ -19,6 +19,11 @@ var emitted = map[string]bool{
 	MetricRunStallCause:         true,
 	MetricRunPollAge:            true,
 	MetricRunDeliveryAge:        true,
+	MetricRunChanges:            true,
+	MetricBrokerLinksBehind:     true,
+	MetricBrokerSecondsBehind:   true,
+	MetricSlotRetained:          true,
+	MetricSlotWalStatus:         true,
 }
 
 var seriesName = regexp.MustCompile(`\b((?:sluice|temporal)_[a-z0-9_]+)\b`)

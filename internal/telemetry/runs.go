@@ -24,6 +24,18 @@ const (
 	// MetricRunDeliveryAge is the seconds since the run last delivered work
 	// (absent before its first delivery).
 	MetricRunDeliveryAge = "sluice_run_delivery_age_seconds"
+	// MetricRunChanges counts the changes a run delivered through this worker
+	// (captured by a producer, applied by a broker).
+	MetricRunChanges = "sluice_run_changes_total"
+	// MetricBrokerLinksBehind and MetricBrokerSecondsBehind say how far a
+	// broker is behind its chain.
+	MetricBrokerLinksBehind   = "sluice_broker_links_behind"
+	MetricBrokerSecondsBehind = "sluice_broker_seconds_behind"
+	// MetricSlotRetained is the WAL a producer's chain slot retains.
+	MetricSlotRetained = "sluice_slot_retained_bytes"
+	// MetricSlotWalStatus is one-hot over the slot's wal_status (reserved,
+	// extended, unreserved, lost).
+	MetricSlotWalStatus = "sluice_slot_wal_status"
 )
 
 // TrackRuns exposes the verdicts of the runs tr follows as the sluice_run_*
@@ -71,6 +83,9 @@ func (t *Telemetry) TrackRuns(tr *health.Tracker) error {
 	if err != nil {
 		return err
 	}
+	if err := t.trackRunProgress(); err != nil {
+		return err
+	}
 	_, err = t.meter.Float64ObservableGauge(MetricRunDeliveryAge,
 		metric.WithDescription("Seconds since the run last delivered work."),
 		metric.WithFloat64Callback(func(_ context.Context, o metric.Float64Observer) error {
@@ -91,4 +106,80 @@ func (t *Telemetry) RunStatuses() []health.Status {
 		return nil
 	}
 	return tr.Statuses()
+}
+
+func runAttrs(s health.Status) metric.MeasurementOption {
+	return metric.WithAttributes(attribute.String("role", s.Role), attribute.String("name", s.Name))
+}
+
+// trackRunProgress registers the progress series of the tracked runs.
+func (t *Telemetry) trackRunProgress() error {
+	_, err := t.meter.Int64ObservableCounter("sluice_run_changes",
+		metric.WithDescription("Changes a run delivered through this worker (captured or applied)."),
+		metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
+			for _, s := range t.RunStatuses() {
+				o.Observe(s.Changes, runAttrs(s))
+			}
+			return nil
+		}))
+	if err != nil {
+		return err
+	}
+	_, err = t.meter.Int64ObservableGauge(MetricBrokerLinksBehind,
+		metric.WithDescription("Incrementals the chain holds beyond a broker's position."),
+		metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
+			for _, s := range t.RunStatuses() {
+				if s.Role == "broker" {
+					o.Observe(int64(s.LinksBehind), runAttrs(s))
+				}
+			}
+			return nil
+		}))
+	if err != nil {
+		return err
+	}
+	_, err = t.meter.Float64ObservableGauge(MetricBrokerSecondsBehind,
+		metric.WithDescription("Age of the oldest incremental a broker has not applied yet (0 when caught up)."),
+		metric.WithFloat64Callback(func(_ context.Context, o metric.Float64Observer) error {
+			for _, s := range t.RunStatuses() {
+				if s.Role == "broker" {
+					o.Observe(s.SecondsBehind, runAttrs(s))
+				}
+			}
+			return nil
+		}))
+	if err != nil {
+		return err
+	}
+	_, err = t.meter.Int64ObservableGauge(MetricSlotRetained,
+		metric.WithDescription("WAL the producer's chain slot retains on the source."),
+		metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
+			for _, s := range t.RunStatuses() {
+				if s.Role == "producer" && s.SlotWalStatus != "" {
+					o.Observe(s.SlotRetainedBytes, runAttrs(s))
+				}
+			}
+			return nil
+		}))
+	if err != nil {
+		return err
+	}
+	_, err = t.meter.Int64ObservableGauge(MetricSlotWalStatus,
+		metric.WithDescription("One-hot wal_status of the producer's chain slot."),
+		metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
+			for _, s := range t.RunStatuses() {
+				if s.Role != "producer" || s.SlotWalStatus == "" {
+					continue
+				}
+				for _, w := range health.WalStatuses {
+					n := int64(0)
+					if w == s.SlotWalStatus {
+						n = 1
+					}
+					o.Observe(n, metric.WithAttributes(attribute.String("role", s.Role), attribute.String("name", s.Name), attribute.String("status", w)))
+				}
+			}
+			return nil
+		}))
+	return err
 }
