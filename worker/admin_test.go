@@ -512,3 +512,16 @@ func TestStatusAndRunHealth(t *testing.T) {
 		t.Error("a run that is not stalled has a stall-cause series")
 	}
 }
+
+// TestConfigFileReachesTheWorker: a [worker] table in --config takes effect
+// (here an unprotected non-loopback bind, refused before anything starts).
+func TestConfigFileReachesTheWorker(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "sluice.toml")
+	if err := os.WriteFile(p, []byte("[worker]\nadmin_addr = \"0.0.0.0:0\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("SLUICE_ADMIN_ADDR", "")
+	if code := run([]string{"--config", p}); code != errcode.ExitUsage {
+		t.Fatalf("want exit 2 for the unprotected bind the file asks for, got %d", code)
+	}
+}

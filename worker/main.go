@@ -16,6 +16,7 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"github.com/sluicehq/sluice/activities"
+	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/internal/errcode"
 	"github.com/sluicehq/sluice/internal/health"
 	"github.com/sluicehq/sluice/internal/telemetry"
@@ -33,12 +34,22 @@ func run(args []string) int {
 	cfg.Bind(fs)
 	var admin adminConfig
 	admin.bind(fs)
+	configPath := fs.String("config", os.Getenv("SLUICE_CONFIG"), "TOML configuration file ([temporal] and [worker] tables); flags and the environment override it (env SLUICE_CONFIG)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
 			return 0
 		}
 		fmt.Fprintf(os.Stderr, "sluice-worker: %s: %v\n", errcode.Usage, err)
 		return errcode.ExitUsage
+	}
+	if *configPath != "" {
+		f, err := config.Load(*configPath)
+		if err != nil {
+			return refuse(err)
+		}
+		if _, err := config.Apply(fs, f, os.Getenv); err != nil {
+			return refuse(err)
+		}
 	}
 	adminSet, err := admin.resolve()
 	if err != nil {

@@ -73,6 +73,16 @@ var bindings = []binding{
 		func(f *File) (string, bool) { return set(f.Store.Region) }},
 	{"store.path_style", "backup-path-style", "", "false",
 		func(f *File) (string, bool) { return boolSet(f.Store.PathStyle) }},
+	{"worker.admin_addr", "admin-addr", "SLUICE_ADMIN_ADDR", "127.0.0.1:9464",
+		func(f *File) (string, bool) { return set(f.Worker.AdminAddr) }},
+	{"worker.admin_token_env", "admin-token-env", "SLUICE_ADMIN_TOKEN_ENV", "",
+		func(f *File) (string, bool) { return set(f.Worker.AdminTokenEnv) }},
+	{"worker.admin_token_file", "admin-token-file", "SLUICE_ADMIN_TOKEN_FILE", "",
+		func(f *File) (string, bool) { return set(f.Worker.AdminTokenFile) }},
+	{"worker.admin_tls_cert", "admin-tls-cert", "SLUICE_ADMIN_TLS_CERT", "",
+		func(f *File) (string, bool) { return set(f.Worker.AdminTLSCert) }},
+	{"worker.admin_tls_key", "admin-tls-key", "SLUICE_ADMIN_TLS_KEY", "",
+		func(f *File) (string, bool) { return set(f.Worker.AdminTLSKey) }},
 }
 
 // Apply resolves every setting the file can hold, strongest layer first: a

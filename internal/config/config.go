@@ -42,6 +42,8 @@ type File struct {
 	Temporal Temporal
 	// Store holds defaults for opening s3:// backup stores.
 	Store Store
+	// Worker holds sluice-worker's own settings.
+	Worker Worker
 	// Sources are the named source databases (--source @NAME).
 	Sources map[string]Connection
 	// Targets are the named target databases (--target @NAME).
@@ -63,6 +65,16 @@ type Temporal struct {
 	// holds the API key or the payload key themselves.
 	APIKeyEnv     string
 	PayloadKeyEnv string
+}
+
+// Worker is the [worker] table: the admin endpoint of sluice-worker. The
+// token is only ever a reference (an environment variable or a file).
+type Worker struct {
+	AdminAddr      string
+	AdminTokenEnv  string
+	AdminTokenFile string
+	AdminTLSCert   string
+	AdminTLSKey    string
 }
 
 // Store is the [store] table.

@@ -127,6 +127,20 @@ func (d *decoder) file(tree map[string]any) *File {
 				})
 			}
 		},
+		"worker": func(p toml.Key, v any) {
+			if m, ok := d.table(p, v); ok {
+				d.fields(p, m, map[string]fieldFunc{
+					"admin_addr": d.str(&f.Worker.AdminAddr),
+					"admin_token": func(p toml.Key, _ any) {
+						d.literal = append(d.literal, p.String()+" (use admin_token_env or admin_token_file)")
+					},
+					"admin_token_env":  d.str(&f.Worker.AdminTokenEnv),
+					"admin_token_file": d.str(&f.Worker.AdminTokenFile),
+					"admin_tls_cert":   d.str(&f.Worker.AdminTLSCert),
+					"admin_tls_key":    d.str(&f.Worker.AdminTLSKey),
+				})
+			}
+		},
 		string(Sources): func(p toml.Key, v any) { d.connections(p, v, f.Sources) },
 		string(Targets): func(p toml.Key, v any) { d.connections(p, v, f.Targets) },
 	})
