@@ -110,7 +110,7 @@ func (a *Activities) heartbeat(ctx context.Context, details func() any) (stop fu
 // refusal or usage error becomes a non-retryable application error whose type
 // is the code; a coded runtime error stays retryable (the retry policy bounds
 // it) but keeps its code as the type; a cancellation passes through.
-func temporalError(err error) error {
+func (a *Activities) temporalError(err error) error {
 	if err == nil {
 		return nil
 	}
@@ -122,6 +122,9 @@ func temporalError(err error) error {
 		return err
 	}
 	spec, _ := errcode.Lookup(e.Code)
+	if spec.Exit == errcode.ExitUsage || spec.Exit == errcode.ExitRefused {
+		a.Health.Refused(string(e.Code))
+	}
 	opts := temporal.ApplicationErrorOptions{
 		NonRetryable: spec.Exit == errcode.ExitUsage || spec.Exit == errcode.ExitRefused,
 		Details:      []any{e.HintText()},

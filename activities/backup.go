@@ -40,11 +40,11 @@ type FullBackupResult struct {
 func (a *Activities) FullBackup(ctx context.Context, p FullBackupParams) (FullBackupResult, error) {
 	dsn, err := p.Source.Resolve()
 	if err != nil {
-		return FullBackupResult{}, temporalError(err)
+		return FullBackupResult{}, a.temporalError(err)
 	}
 	ch, err := a.openChain(ctx, p.Store)
 	if err != nil {
-		return FullBackupResult{}, temporalError(err)
+		return FullBackupResult{}, a.temporalError(err)
 	}
 	info := activity.GetInfo(ctx)
 	var mu sync.Mutex
@@ -69,7 +69,7 @@ func (a *Activities) FullBackup(ctx context.Context, p FullBackupParams) (FullBa
 		},
 	})
 	if err != nil {
-		return FullBackupResult{}, temporalError(err)
+		return FullBackupResult{}, a.temporalError(err)
 	}
 	res := FullBackupResult{
 		ChainID:     m.ID,

@@ -66,7 +66,7 @@ func (a *Activities) brokerTarget(ctx context.Context, p BrokerParams) (*chain.C
 // checks; the restore that follows is a child workflow.
 func (a *Activities) PrepareBroker(ctx context.Context, p BrokerStartParams) (BrokerStart, error) {
 	res, err := a.prepareBroker(ctx, p)
-	return res, temporalError(err)
+	return res, a.temporalError(err)
 }
 
 func (a *Activities) prepareBroker(ctx context.Context, p BrokerStartParams) (BrokerStart, error) {
@@ -203,26 +203,26 @@ type InitPositionParams struct {
 func (a *Activities) InitBrokerPosition(ctx context.Context, p InitPositionParams) error {
 	dsn, err := p.Target.Resolve()
 	if err != nil {
-		return temporalError(err)
+		return a.temporalError(err)
 	}
 	conn, err := pgtarget.Connect(ctx, dsn)
 	if err != nil {
-		return temporalError(err)
+		return a.temporalError(err)
 	}
 	defer conn.Close(context.Background())
 	tx, err := conn.Begin(ctx)
 	if err != nil {
-		return temporalError(fmt.Errorf("begin: %w", err))
+		return a.temporalError(fmt.Errorf("begin: %w", err))
 	}
 	defer tx.Rollback(context.Background())
 	if err := pgtarget.ClearStream(ctx, tx, p.Stream); err != nil {
-		return temporalError(err)
+		return a.temporalError(err)
 	}
 	tok := apply.Token{Engine: apply.EngineBroker, Stream: p.Stream, ChainID: p.ChainID, LastApplied: p.LastApplied}
 	if err := pgtarget.WriteState(ctx, tx, tok); err != nil {
-		return temporalError(err)
+		return a.temporalError(err)
 	}
-	return temporalError(tx.Commit(ctx))
+	return a.temporalError(tx.Commit(ctx))
 }
 
 // WaitParams bound one wait for new links.
@@ -262,7 +262,7 @@ type WaitResult struct {
 // quiet chain costs no history while it waits.
 func (a *Activities) WaitForLinks(ctx context.Context, p WaitParams) (WaitResult, error) {
 	res, err := a.waitForLinks(ctx, p)
-	return res, temporalError(err)
+	return res, a.temporalError(err)
 }
 
 func (a *Activities) waitForLinks(ctx context.Context, p WaitParams) (WaitResult, error) {
@@ -348,24 +348,24 @@ type BrokerApplyResult struct {
 func (a *Activities) ApplyBrokerIncremental(ctx context.Context, p BrokerApplyParams) (BrokerApplyResult, error) {
 	ch, dsn, err := a.brokerTarget(ctx, p.BrokerParams)
 	if err != nil {
-		return BrokerApplyResult{}, temporalError(err)
+		return BrokerApplyResult{}, a.temporalError(err)
 	}
 	cat, err := ch.LoadCatalog(ctx)
 	if err != nil {
-		return BrokerApplyResult{}, temporalError(err)
+		return BrokerApplyResult{}, a.temporalError(err)
 	}
 	m, err := a.manifest(ctx, ch, p.Link.ID)
 	if err != nil {
-		return BrokerApplyResult{}, temporalError(err)
+		return BrokerApplyResult{}, a.temporalError(err)
 	}
 	schema, err := ch.SchemaAt(ctx, cat, m.Parent)
 	if err != nil {
-		return BrokerApplyResult{}, temporalError(err)
+		return BrokerApplyResult{}, a.temporalError(err)
 	}
 	info := activity.GetInfo(ctx)
 	owner := fmt.Sprintf("%s/%s/%d", info.WorkflowExecution.RunID, info.ActivityID, info.Attempt)
 	if err := pgtarget.ClaimStream(ctx, dsn, p.Stream, owner); err != nil {
-		return BrokerApplyResult{}, temporalError(err)
+		return BrokerApplyResult{}, a.temporalError(err)
 	}
 	var applied atomic.Int64
 	stop := a.heartbeat(ctx, func() any { return map[string]any{"incremental": m.ID, "applied": applied.Load()} })
@@ -380,7 +380,7 @@ func (a *Activities) ApplyBrokerIncremental(ctx context.Context, p BrokerApplyPa
 	})
 	if err != nil {
 		a.failed(k, err)
-		return BrokerApplyResult{}, temporalError(err)
+		return BrokerApplyResult{}, a.temporalError(err)
 	}
 	a.Health.Delivered(k)
 	a.Health.Counted(k, r.Applied)
@@ -391,9 +391,9 @@ func (a *Activities) ApplyBrokerIncremental(ctx context.Context, p BrokerApplyPa
 func (a *Activities) RequestBrokerStop(ctx context.Context, p BrokerParams) error {
 	ch, err := a.openChain(ctx, p.Store)
 	if err != nil {
-		return temporalError(err)
+		return a.temporalError(err)
 	}
-	return temporalError(ch.PutStopMarker(ctx, chain.RoleBroker, p.Stream, chain.StopMarker{RequestedAt: time.Now(), By: "stop signal"}))
+	return a.temporalError(ch.PutStopMarker(ctx, chain.RoleBroker, p.Stream, chain.StopMarker{RequestedAt: time.Now(), By: "stop signal"}))
 }
 
 // JudgeResult is what the judgment of an incremental found.
@@ -410,28 +410,28 @@ type JudgeResult struct {
 func (a *Activities) JudgeBrokerIncremental(ctx context.Context, p BrokerApplyParams) (JudgeResult, error) {
 	ch, dsn, err := a.brokerTarget(ctx, p.BrokerParams)
 	if err != nil {
-		return JudgeResult{}, temporalError(err)
+		return JudgeResult{}, a.temporalError(err)
 	}
 	cat, err := ch.LoadCatalog(ctx)
 	if err != nil {
-		return JudgeResult{}, temporalError(err)
+		return JudgeResult{}, a.temporalError(err)
 	}
 	m, err := a.manifest(ctx, ch, p.Link.ID)
 	if err != nil {
-		return JudgeResult{}, temporalError(err)
+		return JudgeResult{}, a.temporalError(err)
 	}
 	schema, err := ch.SchemaAt(ctx, cat, m.Parent)
 	if err != nil {
-		return JudgeResult{}, temporalError(err)
+		return JudgeResult{}, a.temporalError(err)
 	}
 	conn, err := pgtarget.Connect(ctx, dsn)
 	if err != nil {
-		return JudgeResult{}, temporalError(err)
+		return JudgeResult{}, a.temporalError(err)
 	}
 	defer conn.Close(context.Background())
 	j, err := pgtarget.JudgeIncremental(ctx, conn, ch, m, schema)
 	if err != nil {
-		return JudgeResult{}, temporalError(err)
+		return JudgeResult{}, a.temporalError(err)
 	}
 	if j.Unidentified > 0 {
 		activity.GetLogger(ctx).Warn("BROKER-UNIDENTIFIED-CHANGES: changes without apply identity re-apply without marks and converge by key",
@@ -464,15 +464,15 @@ type CheckChainResult struct {
 func (a *Activities) CheckChainForBroker(ctx context.Context, p CheckChainParams) (CheckChainResult, error) {
 	ch, err := a.openChain(ctx, p.Store)
 	if err != nil {
-		return CheckChainResult{}, temporalError(err)
+		return CheckChainResult{}, a.temporalError(err)
 	}
 	cat, err := ch.LoadCatalog(ctx)
 	if err != nil {
-		return CheckChainResult{}, temporalError(err)
+		return CheckChainResult{}, a.temporalError(err)
 	}
 	findings, err := ch.SeveredTransactions(ctx, cat, a.severCache())
 	if err != nil {
-		return CheckChainResult{}, temporalError(err)
+		return CheckChainResult{}, a.temporalError(err)
 	}
 	applied := map[string]bool{}
 	for _, l := range cat.Links() {
@@ -488,7 +488,7 @@ func (a *Activities) CheckChainForBroker(ctx context.Context, p CheckChainParams
 	var res CheckChainResult
 	for _, f := range findings {
 		if id := damagedLink(f); !applied[id] {
-			return res, temporalError(errcode.New(f.Code(), "link %s is not applied yet: %s", id, f))
+			return res, a.temporalError(errcode.New(f.Code(), "link %s is not applied yet: %s", id, f))
 		}
 	}
 	for _, f := range findings {

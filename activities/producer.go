@@ -97,7 +97,7 @@ func stopPoller(ctx context.Context, ch *chain.Chain, after time.Time) (poll fun
 func (a *Activities) CaptureWindow(ctx context.Context, p WindowParams) (WindowResult, error) {
 	ch, o, err := a.producerOptions(ctx, p.ProducerParams)
 	if err != nil {
-		return WindowResult{}, temporalError(err)
+		return WindowResult{}, a.temporalError(err)
 	}
 	k := producerKey(p.Store)
 	a.Health.Polled(k, false)
@@ -117,7 +117,7 @@ func (a *Activities) CaptureWindow(ctx context.Context, p WindowParams) (WindowR
 	res, err := producer.Window(ctx, ch, o, lim)
 	if err != nil {
 		a.failed(k, err)
-		return WindowResult{}, temporalError(err)
+		return WindowResult{}, a.temporalError(err)
 	}
 	if res.Committed {
 		a.Health.Delivered(k)
@@ -134,19 +134,19 @@ func (a *Activities) CaptureWindow(ctx context.Context, p WindowParams) (WindowR
 func (a *Activities) RotateSegment(ctx context.Context, p ProducerParams) (producer.Result, error) {
 	ch, o, err := a.producerOptions(ctx, p)
 	if err != nil {
-		return producer.Result{}, temporalError(err)
+		return producer.Result{}, a.temporalError(err)
 	}
 	stop := a.heartbeat(ctx, func() any { return map[string]any{"rotating": true} })
 	defer stop()
 	res, err := producer.Rotate(ctx, ch, o)
-	return res, temporalError(err)
+	return res, a.temporalError(err)
 }
 
 // RequestProducerStop writes the producer's stop marker into the store.
 func (a *Activities) RequestProducerStop(ctx context.Context, store StoreRef) error {
 	ch, err := a.openChain(ctx, store)
 	if err != nil {
-		return temporalError(err)
+		return a.temporalError(err)
 	}
-	return temporalError(ch.PutStopMarker(ctx, chain.RoleProducer, "", chain.StopMarker{RequestedAt: time.Now(), By: "stop signal"}))
+	return a.temporalError(ch.PutStopMarker(ctx, chain.RoleProducer, "", chain.StopMarker{RequestedAt: time.Now(), By: "stop signal"}))
 }

@@ -46,35 +46,35 @@ type RestoreTable struct {
 func (a *Activities) PlanRestore(ctx context.Context, p PlanRestoreParams) (RestorePlan, error) {
 	ch, err := a.openChain(ctx, p.Store)
 	if err != nil {
-		return RestorePlan{}, temporalError(err)
+		return RestorePlan{}, a.temporalError(err)
 	}
 	cat, err := ch.LoadCatalog(ctx)
 	if err != nil {
-		return RestorePlan{}, temporalError(err)
+		return RestorePlan{}, a.temporalError(err)
 	}
 	if err := chain.ValidateCatalog(cat); err != nil {
-		return RestorePlan{}, temporalError(err)
+		return RestorePlan{}, a.temporalError(err)
 	}
 	through := p.Through
 	if through == "" {
 		through = cat.Tip().ID
 	}
 	if _, _, ok := cat.Find(through); !ok {
-		return RestorePlan{}, temporalError(errcode.New(errcode.LinkNotFound, "the chain at %s has no link %s", p.Store.URL, through))
+		return RestorePlan{}, a.temporalError(errcode.New(errcode.LinkNotFound, "the chain at %s has no link %s", p.Store.URL, through))
 	}
 	if err := ch.Verify(ctx, cat, through); err != nil {
-		return RestorePlan{}, temporalError(err)
+		return RestorePlan{}, a.temporalError(err)
 	}
 	path, err := cat.Path(through)
 	if err != nil {
-		return RestorePlan{}, temporalError(errcode.Wrap(errcode.ChainInvalid, err, "path to %s", through))
+		return RestorePlan{}, a.temporalError(errcode.Wrap(errcode.ChainInvalid, err, "path to %s", through))
 	}
 	if err := a.refuseSevered(ctx, ch, cat, path); err != nil {
-		return RestorePlan{}, temporalError(err)
+		return RestorePlan{}, a.temporalError(err)
 	}
 	m, err := a.manifest(ctx, ch, path[0].ID)
 	if err != nil {
-		return RestorePlan{}, temporalError(err)
+		return RestorePlan{}, a.temporalError(err)
 	}
 	plan := RestorePlan{ChainID: cat.ChainID, FullID: m.ID, Rows: m.Rows, Through: through}
 	for _, l := range path[1:] {
@@ -142,17 +142,17 @@ func (a *Activities) openTarget(ctx context.Context, p TargetParams) (*chain.Cha
 func (a *Activities) PrepareTarget(ctx context.Context, p TargetParams) error {
 	_, m, dsn, err := a.openTarget(ctx, p)
 	if err != nil {
-		return temporalError(err)
+		return a.temporalError(err)
 	}
 	conn, err := pgtarget.Connect(ctx, dsn)
 	if err != nil {
-		return temporalError(err)
+		return a.temporalError(err)
 	}
 	defer conn.Close(context.Background())
 	if err := pgtarget.Prepare(ctx, conn, m.Schema, p.Replace); err != nil {
-		return temporalError(err)
+		return a.temporalError(err)
 	}
-	return temporalError(pgtarget.ClearRestoreLinks(ctx, conn, p.ChainID))
+	return a.temporalError(pgtarget.ClearRestoreLinks(ctx, conn, p.ChainID))
 }
 
 // LoadTableParams name one table to load.
@@ -173,7 +173,7 @@ type LoadProgress struct {
 func (a *Activities) LoadTable(ctx context.Context, p LoadTableParams) (int64, error) {
 	ch, m, dsn, err := a.openTarget(ctx, p.TargetParams)
 	if err != nil {
-		return 0, temporalError(err)
+		return 0, a.temporalError(err)
 	}
 	var td *chain.TableData
 	for i := range m.Tables {
@@ -182,11 +182,11 @@ func (a *Activities) LoadTable(ctx context.Context, p LoadTableParams) (int64, e
 		}
 	}
 	if td == nil {
-		return 0, temporalError(fmt.Errorf("full %s has no table %s", m.ID, p.Table))
+		return 0, a.temporalError(fmt.Errorf("full %s has no table %s", m.ID, p.Table))
 	}
 	conn, err := pgtarget.Connect(ctx, dsn)
 	if err != nil {
-		return 0, temporalError(err)
+		return 0, a.temporalError(err)
 	}
 	defer conn.Close(context.Background())
 	var rows, raw atomic.Int64
@@ -198,21 +198,21 @@ func (a *Activities) LoadTable(ctx context.Context, p LoadTableParams) (int64, e
 		rows.Add(r)
 		raw.Add(b)
 	})
-	return n, temporalError(err)
+	return n, a.temporalError(err)
 }
 
 // FinishTarget adds foreign keys and sets the free sequences' values.
 func (a *Activities) FinishTarget(ctx context.Context, p TargetParams) error {
 	_, m, dsn, err := a.openTarget(ctx, p)
 	if err != nil {
-		return temporalError(err)
+		return a.temporalError(err)
 	}
 	conn, err := pgtarget.Connect(ctx, dsn)
 	if err != nil {
-		return temporalError(err)
+		return a.temporalError(err)
 	}
 	defer conn.Close(context.Background())
-	return temporalError(pgtarget.Finish(ctx, conn, m.Schema))
+	return a.temporalError(pgtarget.Finish(ctx, conn, m.Schema))
 }
 
 // ApplyIncrementalParams name one incremental a restore applies.
@@ -233,27 +233,27 @@ type ApplyProgress struct {
 func (a *Activities) ApplyIncremental(ctx context.Context, p ApplyIncrementalParams) (int64, error) {
 	dsn, err := p.Target.Resolve()
 	if err != nil {
-		return 0, temporalError(err)
+		return 0, a.temporalError(err)
 	}
 	ch, err := a.openChain(ctx, p.Store)
 	if err != nil {
-		return 0, temporalError(err)
+		return 0, a.temporalError(err)
 	}
 	cat, err := ch.LoadCatalog(ctx)
 	if err != nil {
-		return 0, temporalError(err)
+		return 0, a.temporalError(err)
 	}
 	m, err := a.manifest(ctx, ch, p.Incremental)
 	if err != nil {
-		return 0, temporalError(err)
+		return 0, a.temporalError(err)
 	}
 	schema, err := ch.SchemaAt(ctx, cat, m.Parent)
 	if err != nil {
-		return 0, temporalError(err)
+		return 0, a.temporalError(err)
 	}
 	conn, err := pgtarget.Connect(ctx, dsn)
 	if err != nil {
-		return 0, temporalError(err)
+		return 0, a.temporalError(err)
 	}
 	defer conn.Close(context.Background())
 	var done atomic.Int64
@@ -261,7 +261,7 @@ func (a *Activities) ApplyIncremental(ctx context.Context, p ApplyIncrementalPar
 	defer stop()
 	applied, err := pgtarget.RestoreIncremental(ctx, conn, ch, p.ChainID, m, schema, func(n int64) { done.Store(n) })
 	if err != nil || !applied {
-		return 0, temporalError(err)
+		return 0, a.temporalError(err)
 	}
 	return m.Changes, nil
 }

@@ -155,6 +155,9 @@ func TestRestoreIntoNonEmptyTargetRefused(t *testing.T) {
 	if r.exit != 3 || !strings.Contains(r.stderr, "SLUICE-E-TARGET-NOT-EMPTY") || !strings.Contains(r.stderr, "public.a") {
 		t.Fatalf("want SLUICE-E-TARGET-NOT-EMPTY naming public.a, exit 3; got %s", r)
 	}
+	if m := adminGet(t, "/metrics"); !strings.Contains(m, `sluice_refusals_total{code="SLUICE-E-TARGET-NOT-EMPTY"}`) {
+		t.Errorf("/metrics does not count the refusal by code")
+	}
 	var n int
 	if err := queryInt(t, dst, "SELECT count(*) FROM public.a WHERE v = 'precious'", &n); err != nil || n != 1 {
 		t.Fatalf("the refused restore touched the target: %v %d", err, n)

@@ -101,10 +101,11 @@ var WalStatuses = []string{"reserved", "extended", "unreserved", "lost"}
 // Tracker holds the runs of one worker. Safe for concurrent use; a nil
 // Tracker ignores every report.
 type Tracker struct {
-	mu   sync.Mutex
-	runs map[Key]*run
-	now  func() time.Time
-	log  *slog.Logger
+	mu       sync.Mutex
+	runs     map[Key]*run
+	refusals map[string]int64
+	now      func() time.Time
+	log      *slog.Logger
 }
 
 // NewTracker returns a tracker logging transitions to log (nil: no logs).
@@ -112,7 +113,7 @@ func NewTracker(log *slog.Logger, now func() time.Time) *Tracker {
 	if now == nil {
 		now = time.Now
 	}
-	return &Tracker{runs: map[Key]*run{}, now: now, log: log}
+	return &Tracker{runs: map[Key]*run{}, refusals: map[string]int64{}, now: now, log: log}
 }
 
 func (t *Tracker) get(k Key) *run {
@@ -279,4 +280,28 @@ func (t *Tracker) transition(k Key, r *run, v, c string, now time.Time) {
 	case r.verdict == Stalled:
 		t.log.Info("run recovered from stall", "role", k.Role, "name", k.Name, "verdict", v, "previous_cause", r.cause)
 	}
+}
+
+// Refused counts a refusal (a coded error with exit 2 or 3) by its code.
+func (t *Tracker) Refused(code string) {
+	if t == nil {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.refusals[code]++
+}
+
+// Refusals returns the refusals counted so far, by code.
+func (t *Tracker) Refusals() map[string]int64 {
+	if t == nil {
+		return nil
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make(map[string]int64, len(t.refusals))
+	for k, v := range t.refusals {
+		out[k] = v
+	}
+	return out
 }

@@ -24,6 +24,7 @@ var emitted = map[string]bool{
 	MetricBrokerSecondsBehind:   true,
 	MetricSlotRetained:          true,
 	MetricSlotWalStatus:         true,
+	MetricRefusals:              true,
 }
 
 var seriesName = regexp.MustCompile(`\b((?:sluice|temporal)_[a-z0-9_]+)\b`)

@@ -36,6 +36,9 @@ const (
 	// MetricSlotWalStatus is one-hot over the slot's wal_status (reserved,
 	// extended, unreserved, lost).
 	MetricSlotWalStatus = "sluice_slot_wal_status"
+	// MetricRefusals counts the refusals (exit 2 and 3) this worker's
+	// activities returned, by code.
+	MetricRefusals = "sluice_refusals_total"
 )
 
 // TrackRuns exposes the verdicts of the runs tr follows as the sluice_run_*
@@ -114,6 +117,18 @@ func runAttrs(s health.Status) metric.MeasurementOption {
 
 // trackRunProgress registers the progress series of the tracked runs.
 func (t *Telemetry) trackRunProgress() error {
+	if _, err := t.meter.Int64ObservableCounter("sluice_refusals",
+		metric.WithDescription("Refusals (exit 2 and 3) this worker's activities returned, by code."),
+		metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
+			if tr := t.runs.Load(); tr != nil {
+				for code, n := range tr.Refusals() {
+					o.Observe(n, metric.WithAttributes(attribute.String("code", code)))
+				}
+			}
+			return nil
+		})); err != nil {
+		return err
+	}
 	_, err := t.meter.Int64ObservableCounter("sluice_run_changes",
 		metric.WithDescription("Changes a run delivered through this worker (captured or applied)."),
 		metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
