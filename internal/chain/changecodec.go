@@ -1,7 +1,6 @@
 package chain
 
 import (
-	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -338,27 +337,11 @@ func (b *ChangeBuilder) encode(level zstd.EncoderLevel) ([]byte, error) {
 	if len(b.raw) > MaxChunkRawSize {
 		return nil, fmt.Errorf("encode change chunk: body of %d bytes exceeds the %d-byte limit", len(b.raw), MaxChunkRawSize)
 	}
-	hdr, err := json.Marshal(chunkHeaderJSON{Rows: b.records, RawSize: int64(len(b.raw))})
-	if err != nil {
-		return nil, fmt.Errorf("encode change chunk header: %w", err)
-	}
-	enc, err := encoderAt(level)
+	data, err := encodeChunkFile(&b.out, ChunkKindChanges, chunkHeaderJSON{Rows: b.records, RawSize: int64(len(b.raw))}, b.raw, level)
 	if err != nil {
 		return nil, fmt.Errorf("encode change chunk: %w", err)
 	}
-	prefix := chunkPrefixLen + binary.MaxVarintLen64 + len(hdr)
-	if need := prefix + enc.MaxEncodedSize(len(b.raw)); cap(b.out) < need {
-		b.out = make([]byte, 0, need)
-	}
-	out := append(b.out[:0], ChunkMagic...)
-	out = append(out, ChunkFormatVersion, byte(ChunkKindChanges), 0)
-	out = binary.AppendUvarint(out, uint64(len(hdr)))
-	out = append(out, hdr...)
-	if len(b.raw) > 0 {
-		out = enc.EncodeAll(b.raw, out)
-	}
-	b.out = out
-	return bytes.Clone(out), nil
+	return data, nil
 }
 
 // ChangeIter walks the records of a change chunk's body (as returned by

@@ -177,26 +177,38 @@ func (b *RowBuilder) encode(level zstd.EncoderLevel) ([]byte, error) {
 	case len(b.raw) > MaxChunkRawSize:
 		return nil, fmt.Errorf("encode chunk of %s: body of %d bytes exceeds the %d-byte limit", b.table, len(b.raw), MaxChunkRawSize)
 	}
-	hdr, err := json.Marshal(chunkHeaderJSON{Table: b.table, Columns: b.columns, Rows: b.rows, RawSize: int64(len(b.raw))})
-	if err != nil {
-		return nil, fmt.Errorf("encode chunk header of %s: %w", b.table, err)
-	}
-	enc, err := encoderAt(level)
+	data, err := encodeChunkFile(&b.out, ChunkKindRows,
+		chunkHeaderJSON{Table: b.table, Columns: b.columns, Rows: b.rows, RawSize: int64(len(b.raw))}, b.raw, level)
 	if err != nil {
 		return nil, fmt.Errorf("encode chunk of %s: %w", b.table, err)
 	}
-	prefix := chunkPrefixLen + binary.MaxVarintLen64 + len(hdr)
-	if need := prefix + enc.MaxEncodedSize(len(b.raw)); cap(b.out) < need {
-		b.out = make([]byte, 0, need)
+	return data, nil
+}
+
+// encodeChunkFile frames a chunk file of either kind: magic, version, kind,
+// flags, the header's length and JSON, then the zstd-compressed body. buf is
+// the builder's reusable output buffer; the returned bytes are a copy.
+func encodeChunkFile(buf *[]byte, kind ChunkKind, h chunkHeaderJSON, raw []byte, level zstd.EncoderLevel) ([]byte, error) {
+	hdr, err := json.Marshal(h)
+	if err != nil {
+		return nil, fmt.Errorf("header: %w", err)
 	}
-	out := append(b.out[:0], ChunkMagic...)
-	out = append(out, ChunkFormatVersion, byte(ChunkKindRows), 0)
+	enc, err := encoderAt(level)
+	if err != nil {
+		return nil, err
+	}
+	prefix := chunkPrefixLen + binary.MaxVarintLen64 + len(hdr)
+	if need := prefix + enc.MaxEncodedSize(len(raw)); cap(*buf) < need {
+		*buf = make([]byte, 0, need)
+	}
+	out := append((*buf)[:0], ChunkMagic...)
+	out = append(out, ChunkFormatVersion, byte(kind), 0)
 	out = binary.AppendUvarint(out, uint64(len(hdr)))
 	out = append(out, hdr...)
-	if len(b.raw) > 0 {
-		out = enc.EncodeAll(b.raw, out)
+	if len(raw) > 0 {
+		out = enc.EncodeAll(raw, out)
 	}
-	b.out = out
+	*buf = out
 	return bytes.Clone(out), nil
 }
 
