@@ -150,3 +150,21 @@ func (a *Activities) failed(k health.Key, err error) {
 func producerKey(store StoreRef) health.Key { return health.Key{Role: "producer", Name: store.URL} }
 
 func brokerKey(stream string) health.Key { return health.Key{Role: "broker", Name: stream} }
+
+// incrementalAt returns incremental id's manifest and the schema in force
+// before it (recorded by its parent or an earlier link of its segment).
+func (a *Activities) incrementalAt(ctx context.Context, ch *chain.Chain, id string) (*chain.Manifest, *chain.Schema, error) {
+	cat, err := ch.LoadCatalog(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	m, err := a.manifest(ctx, ch, id)
+	if err != nil {
+		return nil, nil, err
+	}
+	schema, err := ch.SchemaAt(ctx, cat, m.Parent)
+	if err != nil {
+		return nil, nil, err
+	}
+	return m, schema, nil
+}

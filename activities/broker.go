@@ -350,15 +350,7 @@ func (a *Activities) ApplyBrokerIncremental(ctx context.Context, p BrokerApplyPa
 	if err != nil {
 		return BrokerApplyResult{}, a.temporalError(err)
 	}
-	cat, err := ch.LoadCatalog(ctx)
-	if err != nil {
-		return BrokerApplyResult{}, a.temporalError(err)
-	}
-	m, err := a.manifest(ctx, ch, p.Link.ID)
-	if err != nil {
-		return BrokerApplyResult{}, a.temporalError(err)
-	}
-	schema, err := ch.SchemaAt(ctx, cat, m.Parent)
+	m, schema, err := a.incrementalAt(ctx, ch, p.Link.ID)
 	if err != nil {
 		return BrokerApplyResult{}, a.temporalError(err)
 	}
@@ -412,15 +404,7 @@ func (a *Activities) JudgeBrokerIncremental(ctx context.Context, p BrokerApplyPa
 	if err != nil {
 		return JudgeResult{}, a.temporalError(err)
 	}
-	cat, err := ch.LoadCatalog(ctx)
-	if err != nil {
-		return JudgeResult{}, a.temporalError(err)
-	}
-	m, err := a.manifest(ctx, ch, p.Link.ID)
-	if err != nil {
-		return JudgeResult{}, a.temporalError(err)
-	}
-	schema, err := ch.SchemaAt(ctx, cat, m.Parent)
+	m, schema, err := a.incrementalAt(ctx, ch, p.Link.ID)
 	if err != nil {
 		return JudgeResult{}, a.temporalError(err)
 	}

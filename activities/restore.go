@@ -239,15 +239,7 @@ func (a *Activities) ApplyIncremental(ctx context.Context, p ApplyIncrementalPar
 	if err != nil {
 		return 0, a.temporalError(err)
 	}
-	cat, err := ch.LoadCatalog(ctx)
-	if err != nil {
-		return 0, a.temporalError(err)
-	}
-	m, err := a.manifest(ctx, ch, p.Incremental)
-	if err != nil {
-		return 0, a.temporalError(err)
-	}
-	schema, err := ch.SchemaAt(ctx, cat, m.Parent)
+	m, schema, err := a.incrementalAt(ctx, ch, p.Incremental)
 	if err != nil {
 		return 0, a.temporalError(err)
 	}
