@@ -21,6 +21,7 @@ import (
 	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/internal/errcode"
 	"github.com/sluicehq/sluice/internal/temporalcfg"
+	"github.com/sluicehq/sluice/internal/tracing"
 	"github.com/sluicehq/sluice/workflows"
 )
 
@@ -33,6 +34,8 @@ type cli struct {
 	configPath     string
 	config         *config.File
 	settings       []config.Setting
+	otlpEndpoint   string
+	tracing        *tracing.Tracing
 }
 
 func newCLI(stdout, stderr io.Writer) *cli {
@@ -54,6 +57,7 @@ func (c *cli) root() *cobra.Command {
 	root.SetOut(c.stdout)
 	root.SetErr(c.stderr)
 	c.temporal.Bind(root.PersistentFlags())
+	tracing.BindFlag(root.PersistentFlags(), &c.otlpEndpoint)
 	c.bindConfig(root)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
 		return usageError("%v", err)
@@ -70,6 +74,7 @@ func (c *cli) run(ctx context.Context, args []string) int {
 	root := c.root()
 	root.SetArgs(args)
 	err := root.ExecuteContext(ctx)
+	c.closeTracing()
 	if err == nil {
 		return errcode.ExitOK
 	}

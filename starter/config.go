@@ -42,6 +42,9 @@ func (c *cli) loadConfig(cmd *cobra.Command) error {
 		return err
 	}
 	c.settings = settings
+	if err := c.setupTracing(cmd.Context()); err != nil {
+		return err
+	}
 	return c.useConnections(cmd)
 }
 

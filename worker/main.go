@@ -21,6 +21,7 @@ import (
 	"github.com/sluicehq/sluice/internal/health"
 	"github.com/sluicehq/sluice/internal/telemetry"
 	"github.com/sluicehq/sluice/internal/temporalcfg"
+	"github.com/sluicehq/sluice/internal/tracing"
 	"github.com/sluicehq/sluice/workflows"
 )
 
@@ -34,6 +35,8 @@ func run(args []string) int {
 	cfg.Bind(fs)
 	var admin adminConfig
 	admin.bind(fs)
+	var otlpEndpoint string
+	tracing.BindFlag(fs, &otlpEndpoint)
 	configPath := fs.String("config", os.Getenv("SLUICE_CONFIG"), "TOML configuration file ([temporal] and [worker] tables); flags and the environment override it (env SLUICE_CONFIG)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
@@ -71,6 +74,17 @@ func run(args []string) int {
 	}
 	defer func() { _ = tel.Shutdown(context.Background()) }()
 	cfg.MetricsHandler = tel.TemporalMetricsHandler()
+	// Spans of workflows and activities, when --otlp-endpoint names a collector.
+	trc, err := tracing.Setup(ctx, tracing.Options{Endpoint: otlpEndpoint, ServiceName: "sluice-worker",
+		OnError: func(err error) { logger.Warn("trace export failed", "err", err) }})
+	if err != nil {
+		return refuse(err)
+	}
+	defer func() { _ = trc.Close(5 * time.Second) }()
+	if trc.Enabled() {
+		logger.Info("exporting trace spans", "endpoint", trc.Endpoint())
+	}
+	cfg.Interceptors = trc.ClientInterceptors()
 
 	cl, err := cfg.Dial(ctx, logger)
 	if err != nil {

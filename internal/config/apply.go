@@ -7,6 +7,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/errcode"
 	"github.com/sluicehq/sluice/internal/temporalcfg"
+	"github.com/sluicehq/sluice/internal/tracing"
 )
 
 // Origin says which layer gave a setting its value.
@@ -35,6 +36,22 @@ type Setting struct {
 type binding struct {
 	key, flag, env, def string
 	file                func(*File) (string, bool)
+}
+
+// envReaders read the environment of the settings that several variables
+// give, in place of their binding's env.
+var envReaders = map[string]func(getenv func(string) string) string{
+	"worker.otlp_endpoint": tracing.EndpointFromEnv,
+}
+
+func (b binding) envValue(getenv func(string) string) string {
+	if read, ok := envReaders[b.key]; ok {
+		return read(getenv)
+	}
+	if b.env == "" {
+		return ""
+	}
+	return getenv(b.env)
 }
 
 func set(s string) (string, bool) { return s, s != "" }
@@ -83,6 +100,8 @@ var bindings = []binding{
 		func(f *File) (string, bool) { return set(f.Worker.AdminTLSCert) }},
 	{"worker.admin_tls_key", "admin-tls-key", "SLUICE_ADMIN_TLS_KEY", "",
 		func(f *File) (string, bool) { return set(f.Worker.AdminTLSKey) }},
+	{"worker.otlp_endpoint", tracing.FlagName, tracing.EnvTracesEndpoint, "",
+		func(f *File) (string, bool) { return set(f.Worker.OTLPEndpoint) }},
 }
 
 // Apply resolves every setting the file can hold, strongest layer first: a
@@ -103,8 +122,8 @@ func Apply(fs *pflag.FlagSet, f *File, getenv func(string) string) ([]Setting, e
 		switch {
 		case fl != nil && fl.Changed:
 			s.Value, s.Origin = fl.Value.String(), FromFlag
-		case b.env != "" && getenv(b.env) != "":
-			s.Value, s.Origin = getenv(b.env), FromEnv
+		case b.envValue(getenv) != "":
+			s.Value, s.Origin = b.envValue(getenv), FromEnv
 		case inFile:
 			s.Value, s.Origin = fileValue, FromFile
 		}

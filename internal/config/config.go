@@ -67,14 +67,19 @@ type Temporal struct {
 	PayloadKeyEnv string
 }
 
-// Worker is the [worker] table: the admin endpoint of sluice-worker. The
-// token is only ever a reference (an environment variable or a file).
+// Worker is the [worker] table: the admin endpoint of sluice-worker and
+// where its trace spans go. The token is only ever a reference (an
+// environment variable or a file).
 type Worker struct {
 	AdminAddr      string
 	AdminTokenEnv  string
 	AdminTokenFile string
 	AdminTLSCert   string
 	AdminTLSKey    string
+	// OTLPEndpoint is the OTLP/HTTP collector of --otlp-endpoint. The
+	// sluice CLI reads it too, so the span of a command that starts a
+	// workflow joins the worker's trace.
+	OTLPEndpoint string
 }
 
 // Store is the [store] table.

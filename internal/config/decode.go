@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/credentials"
 	"github.com/sluicehq/sluice/internal/errcode"
+	"github.com/sluicehq/sluice/internal/tracing"
 )
 
 // Parse validates data, the content of the file at path, and returns it as a
@@ -138,6 +139,15 @@ func (d *decoder) file(tree map[string]any) *File {
 					"admin_token_file": d.str(&f.Worker.AdminTokenFile),
 					"admin_tls_cert":   d.str(&f.Worker.AdminTLSCert),
 					"admin_tls_key":    d.str(&f.Worker.AdminTLSKey),
+					"otlp_endpoint": func(p toml.Key, v any) {
+						d.str(&f.Worker.OTLPEndpoint)(p, v)
+						if f.Worker.OTLPEndpoint == "" {
+							return
+						}
+						if _, err := tracing.CheckEndpoint(f.Worker.OTLPEndpoint); err != nil {
+							d.badValue(p, "%v", err)
+						}
+					},
 				})
 			}
 		},

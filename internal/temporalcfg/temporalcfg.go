@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/pflag"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/interceptor"
 	tlog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
 
@@ -65,6 +66,10 @@ type Config struct {
 	// MetricsHandler, when set, receives the SDK's own metrics. It is not a
 	// flag: the worker sets it to its telemetry's handler.
 	MetricsHandler client.MetricsHandler `json:"-"`
+	// Interceptors go into the client options as they are: the tracing
+	// interceptor, when tracing is on. They apply to the workers built on
+	// the client too. Not a flag.
+	Interceptors []interceptor.ClientInterceptor `json:"-"`
 	// Getenv reads the referenced variables; nil means os.Getenv.
 	Getenv func(string) string `json:"-"`
 }
@@ -163,7 +168,7 @@ func (c Config) PayloadCodec() (*payloadcodec.Codec, error) {
 // it describes. Every refusal is a coded usage error (exit 2) naming the flag;
 // no secret value appears in it.
 func (c Config) ClientOptions() (client.Options, error) {
-	opts := client.Options{HostPort: c.Address, Namespace: c.Namespace, MetricsHandler: c.MetricsHandler}
+	opts := client.Options{HostPort: c.Address, Namespace: c.Namespace, MetricsHandler: c.MetricsHandler, Interceptors: c.Interceptors}
 	tlsCfg, err := c.TLSConfig()
 	if err != nil {
 		return client.Options{}, err
