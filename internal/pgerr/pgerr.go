@@ -6,6 +6,8 @@ package pgerr
 import (
 	"errors"
 	"fmt"
+	"io"
+	"net"
 
 	"github.com/jackc/pgx/v5/pgconn"
 
@@ -31,17 +33,35 @@ func (s Side) Classify(err error, what string) error {
 	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
-		switch pgErr.Code {
-		case "42501":
+		switch {
+		case pgErr.Code == "42501":
 			return errcode.Wrap(s.Privileges, err, "%s", what)
-		case "28P01", "28000":
+		case pgErr.Code == "28P01" || pgErr.Code == "28000":
 			return errcode.Wrap(s.Unreachable, err, "%s: authentication failed", what)
+		case unavailable(pgErr.Code):
+			return errcode.Wrap(s.Unreachable, err, "%s: the server is not accepting this session", what)
 		}
-		return fmt.Errorf("%s: %w", what, err)
 	}
 	var connErr *pgconn.ConnectError
 	if errors.As(err, &connErr) {
 		return errcode.Wrap(s.Unreachable, err, "%s", what)
 	}
+	var netErr net.Error
+	if pgErr == nil && (errors.As(err, &netErr) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF)) {
+		return errcode.Wrap(s.Unreachable, err, "%s: the connection was lost", what)
+	}
 	return fmt.Errorf("%s: %w", what, err)
+}
+
+// unavailable reports SQLSTATEs that say the server will not serve the
+// session now, whatever it asked: connection exceptions (class 08), an
+// administrator ending the session or the server shutting down or starting
+// (57P01-57P03) and too many connections (53300). Any error while connecting
+// (a database that refuses connections, say) is unreachable too.
+func unavailable(code string) bool {
+	switch code {
+	case "57P01", "57P02", "57P03", "53300":
+		return true
+	}
+	return len(code) == 5 && code[:2] == "08"
 }

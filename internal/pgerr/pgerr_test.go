@@ -1,0 +1,58 @@
+package pgerr
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/sluicehq/sluice/internal/errcode"
+	"github.com/sluicehq/sluice/internal/testenv"
+)
+
+var side = Side{Privileges: errcode.TargetPrivileges, Unreachable: errcode.TargetUnreachable}
+
+func TestClassifyCodes(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want errcode.Code
+	}{
+		{&pgconn.PgError{Code: "42501"}, errcode.TargetPrivileges},
+		{&pgconn.PgError{Code: "28P01"}, errcode.TargetUnreachable},
+		{&pgconn.PgError{Code: "57P01"}, errcode.TargetUnreachable},
+		{&pgconn.PgError{Code: "08006"}, errcode.TargetUnreachable},
+		{&pgconn.PgError{Code: "53300"}, errcode.TargetUnreachable},
+		{fmt.Errorf("read: %w", io.ErrUnexpectedEOF), errcode.TargetUnreachable},
+		{&pgconn.PgError{Code: "23505"}, ""},
+		{&pgconn.PgError{Code: "55000"}, ""},
+		{errors.New("something else"), ""},
+	} {
+		got := side.Classify(tc.err, "apply")
+		e, ok := errcode.As(got)
+		switch {
+		case tc.want == "" && ok:
+			t.Errorf("%v: want no code, got %s", tc.err, e.Code)
+		case tc.want != "" && (!ok || e.Code != tc.want):
+			t.Errorf("%v: want %s, got %v", tc.err, tc.want, got)
+		}
+	}
+}
+
+// A database that refuses connections (ALLOW_CONNECTIONS false) is
+// unreachable, as a stopped server is: the run retries until it accepts.
+func TestClassifyDatabaseNotAcceptingConnections(t *testing.T) {
+	db := testenv.CreateDB(t, "closed")
+	testenv.Exec(t, "postgres", `ALTER DATABASE `+db+` ALLOW_CONNECTIONS false`)
+	t.Cleanup(func() { testenv.Exec(t, "postgres", `ALTER DATABASE `+db+` ALLOW_CONNECTIONS true`) })
+	_, err := pgx.Connect(context.Background(), testenv.DSN(db))
+	if err == nil {
+		t.Fatal("connected to a database that refuses connections")
+	}
+	if got := side.Classify(err, "connect"); !errcode.Is(got, errcode.TargetUnreachable) {
+		t.Fatalf("want %s, got %v", errcode.TargetUnreachable, got)
+	}
+}
