@@ -77,6 +77,9 @@ var (
 	SlotInvalidated = register("SLUICE-E-SLOT-INVALIDATED", ExitRefused,
 		"PostgreSQL invalidated the chain's replication slot (max_slot_wal_keep_size exceeded): the changes since the chain's tip are gone from the WAL.",
 		"The chain cannot continue. Take a new full with --chain-slot into a new chain, drop the invalidated slot, and raise max_slot_wal_keep_size or keep the producer running.")
+	SlotUnconfirmed = register("SLUICE-E-SLOT-UNCONFIRMED", ExitRuntime,
+		"The chain holds a window, but its end could not be confirmed to the source's replication slot, so the source keeps retaining its WAL.",
+		"Nothing is lost: the next attempt confirms again. Check the connection to the source and that the producer's role may still use the slot; watch sluice_slot_retained_bytes, since an unconfirmed slot ends in a full pg_wal volume.")
 	SourceMismatch = register("SLUICE-E-SOURCE-MISMATCH", ExitRefused,
 		"The source database is not the one the chain was taken from (another cluster system identifier or database).",
 		"Point --source at the chain's source, or start a new chain for this database with `sluice backup full`.")

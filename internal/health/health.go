@@ -6,10 +6,13 @@
 package health
 
 import (
+	"fmt"
 	"log/slog"
 	"sort"
 	"sync"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/errcode"
 )
 
 // Verdicts. There are exactly these four.
@@ -35,22 +38,147 @@ const (
 	CauseTargetRefusing = "target_refusing_apply"
 	// CauseChainNotAdvancing: links are pending but none was delivered for DeliveryStall.
 	CauseChainNotAdvancing = "chain_not_advancing"
+	// CauseStoreUnreachable: the backup store kept failing or not answering.
+	CauseStoreUnreachable = "store_unreachable"
 	// CauseFailing: the run's last attempt failed for another reason.
 	CauseFailing = "failing"
 )
 
-// Thresholds of the verdicts.
+// Default thresholds of the verdicts (see Thresholds).
 const (
-	// PollStall: a run that polled longer ago than this is stalled (its
-	// loop polls every few seconds at most, heartbeating).
-	PollStall = 2 * time.Minute
-	// DeliveryRecent: a delivery younger than this makes a run healthy.
-	DeliveryRecent = 2 * time.Minute
-	// DeliveryStall: pending work with no delivery for this long is a stall.
-	DeliveryStall = 10 * time.Minute
-	// Gone: a run that reported nothing for this long is not running.
-	Gone = 10 * time.Minute
+	// DefaultPollStall: a run that polled longer ago than this is stalled
+	// (its loop polls every few seconds at most).
+	DefaultPollStall = 2 * time.Minute
+	// DefaultDeliveryStall: pending work with no delivery for this long is a stall.
+	DefaultDeliveryStall = 10 * time.Minute
+	// DefaultNotRunning: a run nothing reported on for this long is not running.
+	DefaultNotRunning = 10 * time.Minute
 )
+
+// ForgetAfter is how long a run stays listed as not_running before the
+// worker forgets it (its series disappear from /metrics).
+const ForgetAfter = time.Hour
+
+// Thresholds are the ages at which a run's verdict changes. They travel with
+// the run (its workflow input and every activity's parameters), so the worker's
+// metrics and the CLI's status judge a run by the same numbers. A zero field
+// takes its default.
+type Thresholds struct {
+	// PollStall: a poll older than this is a stall (poll_loop_not_turning);
+	// a delivery younger than this makes the run healthy.
+	PollStall time.Duration `json:"poll_stall,omitempty"`
+	// DeliveryStall: work pending with no delivery for this long is a stall
+	// (chain_not_advancing).
+	DeliveryStall time.Duration `json:"delivery_stall,omitempty"`
+	// NotRunning: no poll, delivery, heartbeat or failure reported for this
+	// long means no worker is running the run.
+	NotRunning time.Duration `json:"not_running,omitempty"`
+}
+
+// WithDefaults fills zero fields with the defaults.
+func (t Thresholds) WithDefaults() Thresholds {
+	if t.PollStall <= 0 {
+		t.PollStall = DefaultPollStall
+	}
+	if t.DeliveryStall <= 0 {
+		t.DeliveryStall = DefaultDeliveryStall
+	}
+	if t.NotRunning <= 0 {
+		t.NotRunning = DefaultNotRunning
+	}
+	return t
+}
+
+// Check says what is wrong with thresholds an operator set for a run that
+// polls every pollEvery: the poll threshold must leave room for two polls,
+// and neither later threshold may be shorter than it.
+func (t Thresholds) Check(pollEvery time.Duration) error {
+	t = t.WithDefaults()
+	switch {
+	case t.PollStall < 2*pollEvery:
+		return fmt.Errorf("the poll-stall threshold %s must be at least twice the poll interval %s, or every quiet run would look stalled", t.PollStall, pollEvery)
+	case t.DeliveryStall < t.PollStall:
+		return fmt.Errorf("the delivery-stall threshold %s must not be shorter than the poll-stall threshold %s", t.DeliveryStall, t.PollStall)
+	case t.NotRunning < t.PollStall:
+		return fmt.Errorf("the not-running threshold %s must not be shorter than the poll-stall threshold %s", t.NotRunning, t.PollStall)
+	}
+	return nil
+}
+
+// Facts are what a verdict is judged from: when the run last polled, last
+// delivered, last reported anything at all, whether work is pending, and
+// the cause of its last failure if no delivery came after it.
+type Facts struct {
+	PolledAt    time.Time `json:"polled_at,omitzero"`
+	DeliveredAt time.Time `json:"delivered_at,omitzero"`
+	ReportedAt  time.Time `json:"reported_at,omitzero"`
+	Pending     bool      `json:"pending,omitempty"`
+	FailCause   string    `json:"fail_cause,omitempty"`
+	FailError   string    `json:"fail_error,omitempty"`
+}
+
+// Merge combines two views of one run (the workflow's and its current
+// activity's): the newest of each time, and pending and the failure from the
+// view that reported last, unless a delivery came after that report.
+func (f Facts) Merge(o Facts) Facts {
+	out := f
+	if o.ReportedAt.After(f.ReportedAt) {
+		out.Pending, out.FailCause, out.FailError = o.Pending, o.FailCause, o.FailError
+		out.ReportedAt = o.ReportedAt
+	}
+	out.PolledAt = latest(f.PolledAt, o.PolledAt)
+	out.DeliveredAt = latest(f.DeliveredAt, o.DeliveredAt)
+	if out.DeliveredAt.After(out.ReportedAt) {
+		out.ReportedAt = out.DeliveredAt
+		out.FailCause, out.FailError = "", ""
+	}
+	return out
+}
+
+func latest(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+// Judge computes a run's verdict and, when stalled, its cause.
+func Judge(f Facts, now time.Time, th Thresholds) (verdict, cause string) {
+	th = th.WithDefaults()
+	switch {
+	case f.ReportedAt.IsZero() || now.Sub(f.ReportedAt) > th.NotRunning:
+		return NotRunning, ""
+	case f.FailCause != "":
+		return Stalled, f.FailCause
+	case f.PolledAt.IsZero() || now.Sub(f.PolledAt) > th.PollStall:
+		return Stalled, CausePollLoopNotTurning
+	case !f.DeliveredAt.IsZero() && now.Sub(f.DeliveredAt) <= th.PollStall:
+		return Healthy, ""
+	case f.Pending && (f.DeliveredAt.IsZero() || now.Sub(f.DeliveredAt) > th.DeliveryStall):
+		return Stalled, CauseChainNotAdvancing
+	case f.Pending:
+		return Healthy, ""
+	default:
+		return Idle, ""
+	}
+}
+
+// CauseOf names the stall cause a failure with the given error code stands
+// for: a lost or unconfirmed slot, a target that refuses the apply, a store
+// that does not answer, or a generic failure.
+func CauseOf(code string) string {
+	switch errcode.Code(code) {
+	case errcode.SlotInvalidated, errcode.SlotMissing:
+		return CauseSourcePositionLost
+	case errcode.SlotUnconfirmed:
+		return CauseUnconfirmedPosition
+	case errcode.TargetUnreachable, errcode.TargetPrivileges, errcode.ApplyMarksUnavailable:
+		return CauseTargetRefusing
+	case errcode.StoreUnreachable:
+		return CauseStoreUnreachable
+	}
+	return CauseFailing
+}
 
 // Key names a run: its role ("producer", "broker") and its name (the chain
 // URL or the stream ID).
@@ -61,16 +189,15 @@ type Key struct {
 
 // run is what the tracker knows about one run.
 type run struct {
-	lastPoll, lastDelivery, lastReport time.Time
-	pending                            bool
-	failCause, failMsg                 string
-	failedAt                           time.Time
-	verdict, cause                     string
-	changes                            int64
-	linksBehind                        int
-	secondsBehind                      float64
-	slotRetained                       int64
-	walStatus                          string
+	facts         Facts
+	th            Thresholds
+	verdict       string
+	cause         string
+	changes       int64
+	linksBehind   int
+	secondsBehind float64
+	slotRetained  int64
+	walStatus     string
 }
 
 // Status is one run's verdict and the measurements behind it.
@@ -83,6 +210,8 @@ type Status struct {
 	Pending          bool    `json:"pending"`
 	LastError        string  `json:"last_error,omitempty"`
 	LastReportAgeSec float64 `json:"last_report_age_seconds"`
+	// Thresholds are the run's own (defaults filled in).
+	Thresholds Thresholds `json:"thresholds"`
 	// Changes counts the changes the run delivered through this worker.
 	Changes int64 `json:"changes"`
 	// LinksBehind and SecondsBehind (brokers): incrementals not applied yet
@@ -119,79 +248,75 @@ func NewTracker(log *slog.Logger, now func() time.Time) *Tracker {
 func (t *Tracker) get(k Key) *run {
 	r := t.runs[k]
 	if r == nil {
-		r = &run{verdict: ""}
+		r = &run{}
 		t.runs[k] = r
 	}
-	r.lastReport = t.now()
+	r.facts.ReportedAt = t.now()
 	return r
+}
+
+// update applies f to run k under the lock; a nil Tracker does nothing.
+func (t *Tracker) update(k Key, f func(r *run, now time.Time)) {
+	if t == nil {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	f(t.get(k), t.now())
+}
+
+// Configure sets the thresholds run k is judged by.
+func (t *Tracker) Configure(k Key, th Thresholds) {
+	t.update(k, func(r *run, _ time.Time) { r.th = th })
 }
 
 // Polled records that the run looked for new work; pending says whether it
 // found some it has not delivered yet.
 func (t *Tracker) Polled(k Key, pending bool) {
-	if t == nil {
-		return
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	r := t.get(k)
-	r.lastPoll, r.pending = t.now(), pending
+	t.update(k, func(r *run, now time.Time) { r.facts.PolledAt, r.facts.Pending = now, pending })
 }
 
 // Delivered records delivered work (a committed window, applied changes).
 // A delivery clears a failure.
 func (t *Tracker) Delivered(k Key) {
-	if t == nil {
-		return
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	r := t.get(k)
-	r.lastDelivery, r.lastPoll = t.now(), t.now()
-	r.failCause, r.failMsg = "", ""
+	t.update(k, func(r *run, now time.Time) {
+		r.facts.DeliveredAt, r.facts.PolledAt = now, now
+		r.facts.FailCause, r.facts.FailError = "", ""
+	})
 }
 
 // Counted adds delivered changes to the run's count.
 func (t *Tracker) Counted(k Key, changes int64) {
-	if t == nil {
-		return
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.get(k).changes += changes
+	t.update(k, func(r *run, _ time.Time) { r.changes += changes })
 }
 
 // Behind records how far a broker is behind the chain.
 func (t *Tracker) Behind(k Key, links int, seconds float64) {
-	if t == nil {
-		return
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	r := t.get(k)
-	r.linksBehind, r.secondsBehind = links, seconds
+	t.update(k, func(r *run, _ time.Time) { r.linksBehind, r.secondsBehind = links, seconds })
 }
 
 // Slot records the health of a producer's chain slot.
 func (t *Tracker) Slot(k Key, retained int64, walStatus string) {
-	if t == nil {
-		return
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	r := t.get(k)
-	r.slotRetained, r.walStatus = retained, walStatus
+	t.update(k, func(r *run, _ time.Time) { r.slotRetained, r.walStatus = retained, walStatus })
 }
 
 // Failed records a failed attempt with its cause.
 func (t *Tracker) Failed(k Key, cause, msg string) {
+	t.update(k, func(r *run, _ time.Time) { r.facts.FailCause, r.facts.FailError = cause, msg })
+}
+
+// Facts returns what the tracker knows of run k, for an activity to carry in
+// its heartbeats (so a status query elsewhere judges by the same facts).
+func (t *Tracker) Facts(k Key) Facts {
 	if t == nil {
-		return
+		return Facts{}
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	r := t.get(k)
-	r.failCause, r.failMsg, r.failedAt = cause, msg, t.now()
+	if r := t.runs[k]; r != nil {
+		return r.facts
+	}
+	return Facts{}
 }
 
 // Ended forgets a run that ended on purpose (stopped, finished).
@@ -202,26 +327,6 @@ func (t *Tracker) Ended(k Key) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	delete(t.runs, k)
-}
-
-// judge computes a run's verdict at now.
-func judge(r *run, now time.Time) (verdict, cause string) {
-	switch {
-	case now.Sub(r.lastReport) > Gone:
-		return NotRunning, ""
-	case r.failCause != "":
-		return Stalled, r.failCause
-	case r.lastPoll.IsZero() || now.Sub(r.lastPoll) > PollStall:
-		return Stalled, CausePollLoopNotTurning
-	case !r.lastDelivery.IsZero() && now.Sub(r.lastDelivery) <= DeliveryRecent:
-		return Healthy, ""
-	case r.pending && (r.lastDelivery.IsZero() || now.Sub(r.lastDelivery) > DeliveryStall):
-		return Stalled, CauseChainNotAdvancing
-	case r.pending:
-		return Healthy, ""
-	default:
-		return Idle, ""
-	}
 }
 
 // Statuses returns every run's verdict, sorted by role and name, and logs
@@ -236,21 +341,23 @@ func (t *Tracker) Statuses() []Status {
 	now := t.now()
 	out := make([]Status, 0, len(t.runs))
 	for k, r := range t.runs {
-		v, c := judge(r, now)
+		if now.Sub(r.facts.ReportedAt) > r.th.WithDefaults().NotRunning+ForgetAfter {
+			// Gone for good (moved to another worker, or ended by a
+			// refusal): its series leave this worker's metrics.
+			delete(t.runs, k)
+			continue
+		}
+		v, c := Judge(r.facts, now, r.th)
 		if v != r.verdict || c != r.cause {
 			t.transition(k, r, v, c, now)
 			r.verdict, r.cause = v, c
 		}
-		s := Status{Key: k, Verdict: v, Cause: c, Pending: r.pending, LastError: r.failMsg,
-			LastReportAgeSec: now.Sub(r.lastReport).Seconds(), Changes: r.changes,
+		f := r.facts
+		s := Status{Key: k, Verdict: v, Cause: c, Pending: f.Pending, LastError: f.FailError,
+			LastReportAgeSec: now.Sub(f.ReportedAt).Seconds(), Thresholds: r.th.WithDefaults(), Changes: r.changes,
 			LinksBehind: r.linksBehind, SecondsBehind: r.secondsBehind,
 			SlotRetainedBytes: r.slotRetained, SlotWalStatus: r.walStatus}
-		if !r.lastPoll.IsZero() {
-			s.PollAgeSeconds = now.Sub(r.lastPoll).Seconds()
-		}
-		if !r.lastDelivery.IsZero() {
-			s.DeliveryAgeSecs = now.Sub(r.lastDelivery).Seconds()
-		}
+		s.PollAgeSeconds, s.DeliveryAgeSecs = f.Ages(now)
 		out = append(out, s)
 	}
 	sort.Slice(out, func(i, j int) bool {
@@ -262,21 +369,28 @@ func (t *Tracker) Statuses() []Status {
 	return out
 }
 
+// Ages returns the ages of the last poll and the last delivery at now, in
+// seconds; -1 for one that never happened.
+func (f Facts) Ages(now time.Time) (poll, delivery float64) {
+	poll, delivery = -1, -1
+	if !f.PolledAt.IsZero() {
+		poll = now.Sub(f.PolledAt).Seconds()
+	}
+	if !f.DeliveredAt.IsZero() {
+		delivery = now.Sub(f.DeliveredAt).Seconds()
+	}
+	return poll, delivery
+}
+
 func (t *Tracker) transition(k Key, r *run, v, c string, now time.Time) {
 	if t.log == nil {
 		return
 	}
-	pollAge, deliveryAge := -1.0, -1.0
-	if !r.lastPoll.IsZero() {
-		pollAge = now.Sub(r.lastPoll).Seconds()
-	}
-	if !r.lastDelivery.IsZero() {
-		deliveryAge = now.Sub(r.lastDelivery).Seconds()
-	}
+	pollAge, deliveryAge := r.facts.Ages(now)
 	switch {
 	case v == Stalled:
 		t.log.Warn("run health degraded to stalled", "role", k.Role, "name", k.Name, "cause", c,
-			"poll_age_s", pollAge, "delivery_age_s", deliveryAge, "last_error", r.failMsg)
+			"poll_age_s", pollAge, "delivery_age_s", deliveryAge, "last_error", r.facts.FailError)
 	case r.verdict == Stalled:
 		t.log.Info("run recovered from stall", "role", k.Role, "name", k.Name, "verdict", v, "previous_cause", r.cause)
 	}

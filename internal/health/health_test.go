@@ -59,9 +59,9 @@ func TestVerdicts(t *testing.T) {
 	}
 	tr.Delivered(k)
 	// The poll loop stops turning.
-	c.add(PollStall + time.Second)
+	c.add(DefaultPollStall + time.Second)
 	tr.mu.Lock()
-	tr.runs[k].lastReport = c.now() // something else reported (e.g. a heartbeat)
+	tr.runs[k].facts.ReportedAt = c.now() // something else reported (e.g. a heartbeat)
 	tr.mu.Unlock()
 	if s := verdictOf(t, tr, k); s.Verdict != Stalled || s.Cause != CausePollLoopNotTurning {
 		t.Fatalf("want poll_loop_not_turning, got %+v", s)
@@ -75,10 +75,14 @@ func TestVerdicts(t *testing.T) {
 	if s := verdictOf(t, tr, k); s.Verdict != Healthy {
 		t.Fatalf("a delivery clears the failure, got %+v", s)
 	}
-	// Nothing reported for longer than Gone.
-	c.add(Gone + time.Second)
+	// Nothing reported for longer than DefaultNotRunning.
+	c.add(DefaultNotRunning + time.Second)
 	if s := verdictOf(t, tr, k); s.Verdict != NotRunning {
 		t.Fatalf("want not_running, got %+v", s)
+	}
+	c.add(ForgetAfter)
+	if st := tr.Statuses(); len(st) != 0 {
+		t.Fatalf("a run silent past ForgetAfter is forgotten, got %+v", st)
 	}
 }
 
@@ -117,5 +121,88 @@ func TestNilTrackerIgnoresReports(t *testing.T) {
 	tr.Failed(Key{}, CauseFailing, "x")
 	if tr.Statuses() != nil {
 		t.Fatal("a nil tracker has no runs")
+	}
+}
+
+func TestRunThresholdsApply(t *testing.T) {
+	tr, c, _ := newTest()
+	k := Key{Role: "broker", Name: "fast"}
+	tr.Configure(k, Thresholds{PollStall: 4 * time.Second, DeliveryStall: 8 * time.Second, NotRunning: 12 * time.Second})
+	tr.Polled(k, true)
+	c.add(5 * time.Second)
+	tr.Behind(k, 1, 5) // a report that is not a poll
+	if s := verdictOf(t, tr, k); s.Verdict != Stalled || s.Cause != CausePollLoopNotTurning || s.Thresholds.PollStall != 4*time.Second {
+		t.Fatalf("a 4s poll threshold stalls after 5s, got %+v", s)
+	}
+	tr.Polled(k, true)
+	c.add(3 * time.Second)
+	tr.Polled(k, true)
+	c.add(3 * time.Second)
+	tr.Polled(k, true)
+	c.add(3 * time.Second)
+	tr.Polled(k, true)
+	if s := verdictOf(t, tr, k); s.Verdict != Stalled || s.Cause != CauseChainNotAdvancing {
+		t.Fatalf("pending for 14s with an 8s delivery threshold, got %+v", s)
+	}
+	c.add(13 * time.Second)
+	if s := verdictOf(t, tr, k); s.Verdict != NotRunning {
+		t.Fatalf("silent for 13s with a 12s not-running threshold, got %+v", s)
+	}
+	other := Key{Role: "broker", Name: "default"}
+	tr.Polled(other, false)
+	if s := verdictOf(t, tr, other); s.Thresholds != (Thresholds{}).WithDefaults() {
+		t.Fatalf("an unconfigured run takes the defaults, got %+v", s.Thresholds)
+	}
+}
+
+func TestThresholdsCheck(t *testing.T) {
+	for _, tc := range []struct {
+		th   Thresholds
+		poll time.Duration
+		bad  string
+	}{
+		{Thresholds{}, 10 * time.Second, ""},
+		{Thresholds{PollStall: 15 * time.Second}, 10 * time.Second, "twice the poll interval"},
+		{Thresholds{PollStall: 20 * time.Second, DeliveryStall: 10 * time.Second}, 10 * time.Second, "delivery-stall"},
+		{Thresholds{PollStall: 20 * time.Second, NotRunning: 10 * time.Second}, 10 * time.Second, "not-running"},
+	} {
+		err := tc.th.Check(tc.poll)
+		if tc.bad == "" && err != nil || tc.bad != "" && (err == nil || !strings.Contains(err.Error(), tc.bad)) {
+			t.Errorf("%+v every %s: got %v, want %q", tc.th, tc.poll, err, tc.bad)
+		}
+	}
+}
+
+func TestMergeTakesNewestFacts(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	wf := Facts{PolledAt: t0, DeliveredAt: t0, ReportedAt: t0, FailCause: CauseFailing, FailError: "old"}
+	act := Facts{PolledAt: t0.Add(time.Minute), ReportedAt: t0.Add(time.Minute), Pending: true}
+	m := wf.Merge(act)
+	if !m.PolledAt.Equal(act.PolledAt) || !m.DeliveredAt.Equal(t0) || !m.Pending || m.FailCause != "" {
+		t.Fatalf("the newer report wins: %+v", m)
+	}
+	failing := Facts{ReportedAt: t0.Add(2 * time.Minute), FailCause: CauseTargetRefusing, FailError: "refused"}
+	if m := wf.Merge(failing); m.FailCause != CauseTargetRefusing || !m.PolledAt.Equal(t0) {
+		t.Fatalf("a newer failure is the cause: %+v", m)
+	}
+	if m := failing.Merge(Facts{}); m.FailCause != CauseTargetRefusing {
+		t.Fatalf("merging nothing keeps the failure: %+v", m)
+	}
+}
+
+func TestCauseOfCodes(t *testing.T) {
+	for code, want := range map[string]string{
+		"SLUICE-E-SLOT-INVALIDATED":   CauseSourcePositionLost,
+		"SLUICE-E-SLOT-MISSING":       CauseSourcePositionLost,
+		"SLUICE-E-SLOT-UNCONFIRMED":   CauseUnconfirmedPosition,
+		"SLUICE-E-TARGET-UNREACHABLE": CauseTargetRefusing,
+		"SLUICE-E-TARGET-PRIVILEGES":  CauseTargetRefusing,
+		"SLUICE-E-STORE-UNREACHABLE":  CauseStoreUnreachable,
+		"SLUICE-E-CHUNK-CORRUPT":      CauseFailing,
+		"":                            CauseFailing,
+	} {
+		if got := CauseOf(code); got != want {
+			t.Errorf("CauseOf(%q) = %q, want %q", code, got, want)
+		}
 	}
 }

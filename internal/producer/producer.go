@@ -146,7 +146,7 @@ func Window(ctx context.Context, ch *chain.Chain, o Options, lim pgsource.Limits
 		res.Committed, res.LinkID, res.Start, res.End = true, m.ID, m.StartPosition, m.EndPosition
 		res.StoredBytes = w.stored
 		if err := capt.Confirm(ctx, m.EndPosition); err != nil {
-			return res, err
+			return res, unconfirmed(err, m.EndPosition)
 		}
 	}
 	res.SegmentLength = len(cat.Segments[len(cat.Segments)-1].Incrementals)
@@ -215,7 +215,7 @@ func Rotate(ctx context.Context, ch *chain.Chain, o Options) (Result, error) {
 		}
 	}
 	if err := capt.Confirm(ctx, win.End); err != nil {
-		return res, err
+		return res, unconfirmed(err, win.End)
 	}
 	res.SegmentLength = 0
 	res.Links = len(next.Links())
@@ -305,4 +305,15 @@ func (w *changeWriter) cleanup() {
 	for _, k := range w.keys {
 		_ = w.ch.Store().Delete(ctx, k)
 	}
+}
+
+// unconfirmed marks a failed confirmation of a position the catalog already
+// names, unless the slot itself was refused (lost, in use), which stays as is.
+func unconfirmed(err error, pos string) error {
+	if e, ok := errcode.As(err); ok {
+		if spec, _ := errcode.Lookup(e.Code); spec.Exit == errcode.ExitRefused {
+			return err
+		}
+	}
+	return errcode.Wrap(errcode.SlotUnconfirmed, err, "the chain names the window ending at %s, but the slot could not be confirmed to it", pos)
 }
