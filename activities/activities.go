@@ -35,6 +35,9 @@ type Activities struct {
 	OpenStore func(ctx context.Context, ref StoreRef) (blobstore.Store, error)
 	// Health receives the runs' polls, deliveries and failures; nil ignores them.
 	Health *health.Tracker
+	// Observe receives store traffic, apply transactions and restored rows
+	// for the worker's metrics; nil ignores them.
+	Observe Observer
 	// HeartbeatInterval is how often long activities heartbeat (default 1s).
 	HeartbeatInterval time.Duration
 
@@ -42,6 +45,16 @@ type Activities struct {
 
 	severOnce sync.Once
 	sever     *chain.SeverCache
+}
+
+// Observer receives the figures behind the worker's traffic metrics. Its
+// methods must be safe for concurrent use.
+type Observer interface {
+	blobstore.Meter
+	// ApplyBatch records one committed apply transaction of a broker stream.
+	ApplyBatch(stream string, open time.Duration)
+	// RowsRestored counts rows a restore copied into a target.
+	RowsRestored(n int64)
 }
 
 // severCache is the process's cache of incrementals' boundary facts.
@@ -63,6 +76,9 @@ func (a *Activities) openChain(ctx context.Context, ref StoreRef) (*chain.Chain,
 			return nil, err
 		}
 		return nil, errcode.Wrap(errcode.ConfigInvalid, err, "open backup store %s", ref.URL)
+	}
+	if a.Observe != nil {
+		s = blobstore.Metered(s, a.Observe)
 	}
 	return chain.Open(s), nil
 }
@@ -132,19 +148,29 @@ func (a *Activities) temporalError(err error) error {
 	return temporal.NewApplicationErrorWithOptions(err.Error(), string(e.Code), opts)
 }
 
-// failed tells the health tracker why a run's attempt failed.
+// failed tells the health tracker why a run's attempt failed; the cause
+// comes from the error's code, whether err is a domain error or already the
+// application error an activity returns.
 func (a *Activities) failed(k health.Key, err error) {
 	if err == nil || errors.Is(err, context.Canceled) {
 		return
 	}
-	cause := health.CauseFailing
-	switch {
-	case errcode.Is(err, errcode.SlotInvalidated), errcode.Is(err, errcode.SlotMissing):
-		cause = health.CauseSourcePositionLost
-	case errcode.Is(err, errcode.TargetUnreachable), errcode.Is(err, errcode.TargetPrivileges), errcode.Is(err, errcode.ApplyMarksUnavailable):
-		cause = health.CauseTargetRefusing
+	code := ""
+	var app *temporal.ApplicationError
+	if e, ok := errcode.As(err); ok {
+		code = string(e.Code)
+	} else if errors.As(err, &app) {
+		code = app.Type()
 	}
-	a.Health.Failed(k, cause, err.Error())
+	a.Health.Failed(k, health.CauseOf(code), err.Error())
+}
+
+// runDetails adds a run's health facts and thresholds to an activity's
+// heartbeat details, so `status` judges the run as this worker does.
+func (a *Activities) runDetails(k health.Key, th health.Thresholds, details map[string]any) map[string]any {
+	details["health"] = a.Health.Facts(k)
+	details["thresholds"] = th.WithDefaults()
+	return details
 }
 
 func producerKey(store StoreRef) health.Key { return health.Key{Role: "producer", Name: store.URL} }

@@ -14,6 +14,7 @@ import (
 	"github.com/sluicehq/sluice/internal/chain"
 	"github.com/sluicehq/sluice/internal/credentials"
 	"github.com/sluicehq/sluice/internal/errcode"
+	"github.com/sluicehq/sluice/internal/health"
 	pgtarget "github.com/sluicehq/sluice/internal/target/postgres"
 )
 
@@ -22,6 +23,8 @@ type BrokerParams struct {
 	Store  StoreRef           `json:"store"`
 	Target credentials.DSNRef `json:"target"`
 	Stream string             `json:"stream"`
+	// Health holds the run's verdict thresholds (zero: the defaults).
+	Health health.Thresholds `json:"health,omitzero"`
 }
 
 // BrokerStartParams choose the start mode.
@@ -262,6 +265,7 @@ type WaitResult struct {
 // quiet chain costs no history while it waits.
 func (a *Activities) WaitForLinks(ctx context.Context, p WaitParams) (WaitResult, error) {
 	res, err := a.waitForLinks(ctx, p)
+	a.failed(brokerKey(p.Stream), err)
 	return res, a.temporalError(err)
 }
 
@@ -274,8 +278,10 @@ func (a *Activities) waitForLinks(ctx context.Context, p WaitParams) (WaitResult
 		p.PollInterval = 10 * time.Second
 	}
 	deadline := time.Now().Add(p.MaxWait)
+	k := brokerKey(p.Stream)
+	a.Health.Configure(k, p.Health)
 	for {
-		activity.RecordHeartbeat(ctx, map[string]any{"waiting_after": p.After})
+		activity.RecordHeartbeat(ctx, a.runDetails(k, p.Health, map[string]any{"waiting_after": p.After}))
 		cat, err := ch.LoadCatalog(ctx)
 		if err != nil {
 			return WaitResult{}, err
@@ -305,15 +311,16 @@ func (a *Activities) waitForLinks(ctx context.Context, p WaitParams) (WaitResult
 			m, ok, err := ch.GetStopMarker(ctx, chain.RoleBroker, stream)
 			if err == nil && ok && !m.RequestedAt.Before(p.StopAfter) {
 				res.Stop = true
+				a.Health.Ended(k)
 				return res, nil
 			}
 		}
-		a.Health.Polled(brokerKey(p.Stream), len(res.Pending) > 0)
+		a.Health.Polled(k, len(res.Pending) > 0)
 		behind := 0.0
 		if len(res.Pending) > 0 {
 			behind = time.Since(res.Pending[0].CreatedAt).Seconds()
 		}
-		a.Health.Behind(brokerKey(p.Stream), len(res.Pending), behind)
+		a.Health.Behind(k, len(res.Pending), behind)
 		if len(res.Pending) > 0 {
 			return res, nil
 		}
@@ -360,14 +367,26 @@ func (a *Activities) ApplyBrokerIncremental(ctx context.Context, p BrokerApplyPa
 		return BrokerApplyResult{}, a.temporalError(err)
 	}
 	var applied atomic.Int64
-	stop := a.heartbeat(ctx, func() any { return map[string]any{"incremental": m.ID, "applied": applied.Load()} })
-	defer stop()
 	k := brokerKey(p.Stream)
+	a.Health.Configure(k, p.Health)
+	stop := a.heartbeat(ctx, func() any {
+		// An apply in progress is a run whose loop turns with work pending:
+		// if nothing commits for the delivery threshold, the chain is not
+		// advancing (a lock on the target, say), which is not a dead loop.
+		a.Health.Polled(k, true)
+		return a.runDetails(k, p.Health, map[string]any{"incremental": m.ID, "applied": applied.Load()})
+	})
+	defer stop()
 	r, err := pgtarget.ApplyIncrementalForBroker(ctx, ch, m, schema, pgtarget.BrokerApply{
 		DSN: dsn, Stream: p.Stream, Owner: owner, Lanes: p.Concurrency, ExpectedLast: p.Link.ExpectedLast,
 		Progress: func(n int64) {
 			applied.Store(n)
 			a.Health.Delivered(k)
+		},
+		Committed: func(open time.Duration) {
+			if a.Observe != nil {
+				a.Observe.ApplyBatch(p.Stream, open)
+			}
 		},
 	})
 	if err != nil {
@@ -399,7 +418,7 @@ type JudgeResult struct {
 // replay must be exactly-once through identities and marks; otherwise it
 // refuses with SLUICE-E-BROKER-KEYLESS-TABLE. Changes without identity on
 // keyed tables are logged once as the WARN BROKER-UNIDENTIFIED-CHANGES.
-func (a *Activities) JudgeBrokerIncremental(ctx context.Context, p BrokerApplyParams) (JudgeResult, error) {
+func (a *Activities) judgeBrokerIncremental(ctx context.Context, p BrokerApplyParams) (JudgeResult, error) {
 	ch, dsn, err := a.brokerTarget(ctx, p.BrokerParams)
 	if err != nil {
 		return JudgeResult{}, a.temporalError(err)
@@ -445,7 +464,7 @@ type CheckChainResult struct {
 // SLUICE-E-BACKUP-INCOMPLETE for C; no override). A finding on an applied
 // link cannot be undone by refusing: it is logged once per run as the WARN
 // CHAIN-APPLIED-SEVERED-TRANSACTION, naming the links.
-func (a *Activities) CheckChainForBroker(ctx context.Context, p CheckChainParams) (CheckChainResult, error) {
+func (a *Activities) checkChainForBroker(ctx context.Context, p CheckChainParams) (CheckChainResult, error) {
 	ch, err := a.openChain(ctx, p.Store)
 	if err != nil {
 		return CheckChainResult{}, a.temporalError(err)
@@ -496,4 +515,20 @@ func damagedLink(f chain.Finding) string {
 		return f.Links[0]
 	}
 	return f.Links[len(f.Links)-1]
+}
+
+// JudgeBrokerIncremental is the activity; judgeBrokerIncremental does the work. A failure is the run's
+// health too: it names the stall's cause until a delivery clears it.
+func (a *Activities) JudgeBrokerIncremental(ctx context.Context, p BrokerApplyParams) (JudgeResult, error) {
+	r, err := a.judgeBrokerIncremental(ctx, p)
+	a.failed(brokerKey(p.Stream), err)
+	return r, err
+}
+
+// CheckChainForBroker is the activity; checkChainForBroker does the work. A failure is the run's
+// health too: it names the stall's cause until a delivery clears it.
+func (a *Activities) CheckChainForBroker(ctx context.Context, p CheckChainParams) (CheckChainResult, error) {
+	r, err := a.checkChainForBroker(ctx, p)
+	a.failed(brokerKey(p.Stream), err)
+	return r, err
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/chain"
 	"github.com/sluicehq/sluice/internal/credentials"
+	"github.com/sluicehq/sluice/internal/health"
 	"github.com/sluicehq/sluice/internal/producer"
 	pgsource "github.com/sluicehq/sluice/internal/source/postgres"
 )
@@ -21,6 +22,8 @@ type ProducerParams struct {
 	Publication string             `json:"publication,omitempty"`
 	// Parallel is how many tables a rotation's full copies at once.
 	Parallel int `json:"parallel,omitempty"`
+	// Health holds the run's verdict thresholds (zero: the defaults).
+	Health health.Thresholds `json:"health,omitzero"`
 }
 
 // WindowParams bound one capture window.
@@ -100,19 +103,17 @@ func (a *Activities) CaptureWindow(ctx context.Context, p WindowParams) (WindowR
 		return WindowResult{}, a.temporalError(err)
 	}
 	k := producerKey(p.Store)
+	a.Health.Configure(k, p.Health)
 	a.Health.Polled(k, false)
 	stopPoll, stopped := stopPoller(ctx, ch, p.StopAfter)
-	// The capture loop asks for the stop marker between transactions: that
-	// is also the sign its loop turns.
-	poll := func() bool {
-		a.Health.Polled(k, false)
-		return stopPoll()
-	}
-	stop := a.heartbeat(ctx, func() any { return map[string]any{"stopping": stopped()} })
+	// The capture loop's turns are its polls; it asks for the stop marker
+	// between transactions.
+	tick := func() { a.Health.Polled(k, false) }
+	stop := a.heartbeat(ctx, func() any { return a.runDetails(k, p.Health, map[string]any{"stopping": stopped()}) })
 	defer stop()
-	lim := pgsource.Limits{Duration: p.Rollover, Changes: p.MaxChanges, Bytes: p.MaxBytes, Idle: p.Idle, Stop: poll}
+	lim := pgsource.Limits{Duration: p.Rollover, Changes: p.MaxChanges, Bytes: p.MaxBytes, Idle: p.Idle, Stop: stopPoll, Tick: tick}
 	if p.UpToNow {
-		lim = pgsource.Limits{Until: "now", Idle: p.Idle}
+		lim = pgsource.Limits{Until: "now", Idle: p.Idle, Tick: tick}
 	}
 	res, err := producer.Window(ctx, ch, o, lim)
 	if err != nil {
@@ -126,6 +127,11 @@ func (a *Activities) CaptureWindow(ctx context.Context, p WindowParams) (WindowR
 		a.Health.Polled(k, false)
 	}
 	a.Health.Slot(k, res.Slot.RetainedBytes, res.Slot.WalStatus)
+	if stopped() || p.UpToNow {
+		// The run ends here (a stop, or a one-shot incremental): it leaves
+		// the worker's runs rather than turning not_running.
+		a.Health.Ended(k)
+	}
 	return WindowResult{Result: res, Stopped: stopped()}, nil
 }
 
@@ -136,10 +142,22 @@ func (a *Activities) RotateSegment(ctx context.Context, p ProducerParams) (produ
 	if err != nil {
 		return producer.Result{}, a.temporalError(err)
 	}
-	stop := a.heartbeat(ctx, func() any { return map[string]any{"rotating": true} })
+	// A rotation copies a whole new full; while it heartbeats, the producer
+	// counts as polling, not as a loop that stopped turning.
+	k := producerKey(p.Store)
+	a.Health.Configure(k, p.Health)
+	stop := a.heartbeat(ctx, func() any {
+		a.Health.Polled(k, false)
+		return a.runDetails(k, p.Health, map[string]any{"rotating": true})
+	})
 	defer stop()
 	res, err := producer.Rotate(ctx, ch, o)
-	return res, a.temporalError(err)
+	if err != nil {
+		a.failed(k, err)
+		return res, a.temporalError(err)
+	}
+	a.Health.Delivered(k)
+	return res, nil
 }
 
 // RequestProducerStop writes the producer's stop marker into the store.

@@ -198,6 +198,9 @@ func (a *Activities) LoadTable(ctx context.Context, p LoadTableParams) (int64, e
 		rows.Add(r)
 		raw.Add(b)
 	})
+	if err == nil && a.Observe != nil {
+		a.Observe.RowsRestored(n)
+	}
 	return n, a.temporalError(err)
 }
 

@@ -118,7 +118,7 @@ func run(args []string) int {
 			}
 		}
 	}()
-	workflows.Register(w, &activities.Activities{Health: tracker})
+	workflows.Register(w, &activities.Activities{Health: tracker, Observe: tel})
 
 	ready := &readiness{client: cl}
 	if adminSet.addr != "" {

@@ -79,6 +79,9 @@ func (t *Telemetry) TrackRuns(tr *health.Tracker) error {
 		metric.WithDescription("Seconds since the run last looked for work."),
 		metric.WithFloat64Callback(func(_ context.Context, o metric.Float64Observer) error {
 			for _, s := range t.RunStatuses() {
+				if s.PollAgeSeconds < 0 {
+					continue
+				}
 				o.Observe(s.PollAgeSeconds, metric.WithAttributes(attribute.String("role", s.Role), attribute.String("name", s.Name)))
 			}
 			return nil
@@ -93,7 +96,7 @@ func (t *Telemetry) TrackRuns(tr *health.Tracker) error {
 		metric.WithDescription("Seconds since the run last delivered work."),
 		metric.WithFloat64Callback(func(_ context.Context, o metric.Float64Observer) error {
 			for _, s := range t.RunStatuses() {
-				if s.DeliveryAgeSecs > 0 {
+				if s.DeliveryAgeSecs >= 0 {
 					o.Observe(s.DeliveryAgeSecs, metric.WithAttributes(attribute.String("role", s.Role), attribute.String("name", s.Name)))
 				}
 			}

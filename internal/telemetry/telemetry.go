@@ -57,6 +57,8 @@ type Telemetry struct {
 	temporalHandler client.MetricsHandler
 	// runs is the health tracker of the runs this worker hosts, once set.
 	runs atomic.Pointer[health.Tracker]
+
+	traffic traffic
 }
 
 // New builds the registry, the exporter and the provider, and registers
@@ -104,7 +106,11 @@ func New(opts Options) (*Telemetry, error) {
 		// must never take the worker down.
 		OnError: func(err error) { logger.Warn("temporal metric dropped", "err", err) },
 	})
-	if err := t.registerInstruments(version); err != nil {
+	err = t.registerInstruments(version)
+	if err == nil {
+		err = t.registerTraffic()
+	}
+	if err != nil {
 		_ = provider.Shutdown(context.Background())
 		return nil, err
 	}

@@ -76,3 +76,36 @@ func TestVersion(t *testing.T) {
 		t.Fatal("Version is empty")
 	}
 }
+
+func TestTrafficSeries(t *testing.T) {
+	tel, err := New(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tel.Shutdown(t.Context()) })
+	tel.Wrote("data/attempt-1/t.0001.zst", 4096)
+	tel.Wrote("catalog/gen-00000000000000000002.json", 100)
+	tel.Fetched("data/attempt-1/t.0001.zst", 4096, 30*time.Millisecond)
+	tel.Fetched("data/attempt-1/t.0002.zst", 1024, 3*time.Second)
+	tel.ApplyBatch("orders", 200*time.Millisecond)
+	tel.RowsRestored(1234)
+
+	out := scrape(t, tel)
+	for _, want := range []string{
+		MetricStoreWritten + `{kind="chunk"} 4096`,
+		MetricStoreWritten + `{kind="metadata"} 100`,
+		MetricStoreRead + `{kind="chunk"} 5120`,
+		MetricStoreFetch + `_bucket{kind="chunk",le="0.05"} 1`,
+		MetricStoreFetch + `_bucket{kind="chunk",le="5"} 2`,
+		MetricStoreFetch + `_count{kind="chunk"} 2`,
+		MetricApplyBatch + `_bucket{name="orders",role="broker",le="0.25"} 1`,
+		MetricRestoreRows + " 1234",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+	if t.Failed() {
+		t.Logf("scraped:\n%s", out)
+	}
+}

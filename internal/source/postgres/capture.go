@@ -216,6 +216,10 @@ type Limits struct {
 	// Stop is polled between transactions (so it must be cheap); true ends
 	// the window there, with what it holds.
 	Stop func() bool
+	// Tick, when set, is called as the loop turns: between transactions and
+	// every 1024 messages inside one (so it must be cheap). It tells a
+	// health tracker the capture is alive while a large transaction decodes.
+	Tick func()
 }
 
 // Window is what one window captured.
@@ -264,7 +268,12 @@ func (c *Capture) Next(ctx context.Context, lim Limits, sink Sink) (Window, erro
 	caughtUp := false
 	var ch chain.Change
 	var ordinal uint32
+	turns := 0
 	for {
+		turns++
+		if lim.Tick != nil && (!inTx || turns%1024 == 0) {
+			lim.Tick()
+		}
 		if !inTx {
 			done := w.Transactions > 0 && ((lim.Duration > 0 && time.Since(began) >= lim.Duration) ||
 				(lim.Changes > 0 && w.Changes >= lim.Changes) || (lim.Bytes > 0 && w.Bytes >= lim.Bytes) ||

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -29,6 +30,9 @@ type BrokerApply struct {
 	CheckpointChanges int64
 	// Progress is called with the changes applied so far.
 	Progress func(applied int64)
+	// Committed, when set, is called after each apply transaction commits
+	// with how long it was open (begin to commit); lanes call it concurrently.
+	Committed func(open time.Duration)
 }
 
 // BrokerResult reports one applied incremental.
@@ -100,7 +104,7 @@ func ApplyIncrementalForBroker(ctx context.Context, ch *chain.Chain, m *chain.Ma
 			return res, err
 		}
 		replicaRole(ctx, conn)
-		lanes[i] = &lane{conn: conn, applier: NewApplier(schema), stream: o.Stream, owner: o.Owner, link: m.ID}
+		lanes[i] = &lane{conn: conn, applier: NewApplier(schema), stream: o.Stream, owner: o.Owner, link: m.ID, committed: o.Committed}
 		if o.Lanes > 1 {
 			lanes[i].work = make(chan laneMsg, 4096)
 			go lanes[i].loop(ctx)
@@ -349,7 +353,10 @@ type lane struct {
 	owner   string
 	link    string
 	tx      pgx.Tx
+	began   time.Time
 	marks   markBatch
+	// committed is BrokerApply.Committed.
+	committed func(time.Duration)
 
 	work         chan laneMsg
 	pendingReply chan error
@@ -374,7 +381,7 @@ func (l *lane) begin(ctx context.Context) error {
 		_ = tx.Rollback(context.WithoutCancel(ctx))
 		return err
 	}
-	l.tx = tx
+	l.tx, l.began = tx, time.Now()
 	return nil
 }
 
@@ -410,6 +417,8 @@ func (l *lane) commit(ctx context.Context, extra func(context.Context, pgx.Tx) e
 	if err == nil {
 		if cerr := l.tx.Commit(ctx); cerr != nil {
 			err = classify(cerr, "commit apply transaction")
+		} else if l.committed != nil {
+			l.committed(time.Since(l.began))
 		}
 	}
 	if err != nil {
