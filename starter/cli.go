@@ -12,8 +12,11 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
+	workflowpb "go.temporal.io/api/workflow/v1"
+	"go.temporal.io/api/workflowservice/v1"
 
 	"github.com/sluicehq/sluice/activities"
 	"github.com/sluicehq/sluice/internal/blobstore"
@@ -171,34 +174,68 @@ func (c *cli) printStatus(v any, asJSON bool) error {
 	return nil
 }
 
-// queryRunning runs the status query of the latest run of workflow id into v;
-// a workflow that does not exist is SLUICE-E-NOT-RUNNING.
-func (c *cli) queryRunning(ctx context.Context, id string, v any) error {
+// runView is what `status` learns of a running workflow: its status query's
+// answer (when a worker gave one) and the activities pending in it and in
+// its running children (a rotation).
+type runView struct {
+	answered bool
+	queryErr error
+	pending  []*workflowpb.PendingActivityInfo
+}
+
+// statusQueryTimeout bounds the status query: with no worker alive, Temporal
+// holds a query until one polls, and the run's verdict is wanted now.
+const statusQueryTimeout = 5 * time.Second
+
+// queryRunning runs the status query of the latest run of workflow id into v
+// and describes the run; a workflow that does not exist or has ended is
+// SLUICE-E-NOT-RUNNING. A query no worker answers in time is not an error:
+// the view says so, and the pending activities still tell the verdict.
+func (c *cli) queryRunning(ctx context.Context, id string, v any) (runView, error) {
 	cl, err := c.temporal.Dial(ctx, nil)
 	if err != nil {
-		return err
+		return runView{}, err
 	}
 	defer cl.Close()
-	desc, err := cl.DescribeWorkflow(ctx, id, "")
+	describe := func(id, runID string) (*workflowservice.DescribeWorkflowExecutionResponse, error) {
+		return cl.WorkflowService().DescribeWorkflowExecution(ctx, &workflowservice.DescribeWorkflowExecutionRequest{
+			Namespace: c.temporal.Namespace, Execution: &commonpb.WorkflowExecution{WorkflowId: id, RunId: runID}})
+	}
+	desc, err := describe(id, "")
 	if err != nil {
 		var nf *serviceerror.NotFound
 		if errors.As(err, &nf) {
-			return errcode.New(errcode.NotRunning, "no workflow %s", id)
+			return runView{}, errcode.New(errcode.NotRunning, "no workflow %s", id)
 		}
-		return errcode.Wrap(errcode.TemporalUnreachable, err, "describe %s", id)
+		return runView{}, errcode.Wrap(errcode.TemporalUnreachable, err, "describe %s", id)
 	}
-	if desc.Status != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
-		return errcode.New(errcode.NotRunning, "workflow %s is not running (its last run ended %s)", id,
-			strings.ToLower(strings.TrimPrefix(desc.Status.String(), "WORKFLOW_EXECUTION_STATUS_")))
+	if status := desc.GetWorkflowExecutionInfo().GetStatus(); status != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		return runView{}, errcode.New(errcode.NotRunning, "workflow %s is not running (its last run ended %s)", id,
+			strings.ToLower(strings.TrimPrefix(status.String(), "WORKFLOW_EXECUTION_STATUS_")))
 	}
-	res, err := cl.QueryWorkflow(ctx, id, "", workflows.QueryStatus)
+	view := runView{pending: desc.GetPendingActivities()}
+	for _, child := range desc.GetPendingChildren() {
+		cd, err := describe(child.GetWorkflowId(), child.GetRunId())
+		if err != nil {
+			continue // the child ended meanwhile; its parent's state says what it did
+		}
+		view.pending = append(view.pending, cd.GetPendingActivities()...)
+	}
+	qctx, cancel := context.WithTimeout(ctx, statusQueryTimeout)
+	defer cancel()
+	res, err := cl.QueryWorkflow(qctx, id, "", workflows.QueryStatus)
 	if err != nil {
-		return errcode.Wrap(errcode.TemporalUnreachable, err, "query %s", id)
+		if ctx.Err() != nil {
+			return runView{}, ctx.Err()
+		}
+		view.queryErr = err
+		return view, nil
 	}
 	if err := res.Get(v); err != nil {
-		return fmt.Errorf("decode the status of %s: %w", id, err)
+		return runView{}, fmt.Errorf("decode the status of %s: %w", id, err)
 	}
-	return nil
+	view.answered = true
+	return view, nil
 }
 
 // requestStop writes a stop marker into the store — any host that reaches

@@ -90,6 +90,7 @@ func (c *cli) streamRunCmd() *cobra.Command {
 	var rollover time.Duration
 	var maxChanges, maxBytes int64
 	var rotateAt, parallel int
+	var hf healthFlags
 	cmd := &cobra.Command{
 		Use:   "run",
 		Short: "Commit an incremental every --rollover-window until stopped",
@@ -110,6 +111,11 @@ func (c *cli) streamRunCmd() *cobra.Command {
 				return usageError("--parallel %d: give 1 to 64", parallel)
 			}
 			p.Parallel = parallel
+			// A window polls the source about every second and commits
+			// within a few more.
+			if p.Health, err = hf.thresholds(producerPollEvery); err != nil {
+				return err
+			}
 			in := workflows.ProducerInput{ProducerParams: p, Rollover: rollover, MaxChanges: maxChanges, MaxBytes: maxBytes, RotateAt: rotateAt}
 			var res workflows.ProducerResult
 			return c.start(cmd.Context(), launch{
@@ -135,8 +141,13 @@ func (c *cli) streamRunCmd() *cobra.Command {
 	cmd.Flags().IntVar(&rotateAt, "retain-rotate-at-chain-length", 0, "rotate into a new segment (a new full) after this many incrementals (0: never)")
 	cmd.Flags().IntVar(&parallel, "parallel", 2, "tables a rotation's full copies at once")
 	cmd.Flags().BoolVar(&c.detach, "detach", false, "return once the workflow has started")
+	hf.bind(cmd)
 	return cmd
 }
+
+// producerPollEvery is how often a producer's window is taken to poll for
+// the health thresholds' check.
+const producerPollEvery = 2 * time.Second
 
 func producerProgress(ctx context.Context, cl client.Client, id, runID string) string {
 	var st workflows.ProducerStatus
@@ -189,10 +200,11 @@ func (c *cli) streamStatusCmd() *cobra.Command {
 				return err
 			}
 			var st workflows.ProducerStatus
-			if err := c.queryRunning(cmd.Context(), producerID(url), &st); err != nil {
+			view, err := c.queryRunning(cmd.Context(), producerID(url), &st)
+			if err != nil {
 				return err
 			}
-			return c.printStatus(st, asJSON)
+			return c.printRun(view, st, st.Facts(), st.Thresholds, asJSON)
 		},
 	}
 	cmd.Flags().StringVar(&target, "target", "", "backup store URL of the chain")

@@ -48,6 +48,7 @@ func (c *cli) brokerRunCmd() *cobra.Command {
 	var concurrency int
 	var poll time.Duration
 	var reset, yes bool
+	var hf healthFlags
 	cmd := &cobra.Command{
 		Use:   "run",
 		Short: "Tail the chain and apply every new incremental to the target",
@@ -79,8 +80,12 @@ func (c *cli) brokerRunCmd() *cobra.Command {
 					return err
 				}
 			}
+			th, err := hf.thresholds(poll)
+			if err != nil {
+				return err
+			}
 			in := workflows.BrokerInput{
-				BrokerParams: activities.BrokerParams{Store: st, Target: ref, Stream: stream},
+				BrokerParams: activities.BrokerParams{Store: st, Target: ref, Stream: stream, Health: th},
 				Concurrency:  concurrency, PollInterval: poll, Reset: reset, AtChainID: atChainID,
 			}
 			var res workflows.BrokerResult
@@ -107,6 +112,7 @@ func (c *cli) brokerRunCmd() *cobra.Command {
 	cmd.Flags().StringVar(&stream, "stream-id", "", "names this stream's position in the target (required)")
 	cmd.Flags().IntVar(&concurrency, "apply-concurrency", 1, "lanes applying in parallel, hashed by table and key")
 	cmd.Flags().DurationVar(&poll, "poll-interval", 10*time.Second, "how often the chain's catalog is read for new links")
+	hf.bind(cmd)
 	cmd.Flags().BoolVar(&reset, "reset-target-data", false, "drop the target's tables, restore the chain through its tail, then tail it")
 	cmd.Flags().BoolVar(&yes, "yes", false, "with --reset-target-data: do not ask for confirmation")
 	cmd.Flags().StringVar(&atChainID, "at-chain-id", "", "assert the target already holds the chain through this link, and tail from there")
@@ -194,10 +200,11 @@ func (c *cli) brokerStatusCmd() *cobra.Command {
 				return err
 			}
 			var st workflows.BrokerStatus
-			if err := c.queryRunning(cmd.Context(), brokerID(stream), &st); err != nil {
+			view, err := c.queryRunning(cmd.Context(), brokerID(stream), &st)
+			if err != nil {
 				return err
 			}
-			return c.printStatus(st, asJSON)
+			return c.printRun(view, st, st.Facts(), st.Thresholds, asJSON)
 		},
 	}
 	cmd.Flags().StringVar(&stream, "stream-id", "", "the stream (required)")

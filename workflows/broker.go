@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluicehq/sluice/activities"
 	"github.com/sluicehq/sluice/internal/errcode"
+	"github.com/sluicehq/sluice/internal/health"
 )
 
 // BrokerInput starts a BrokerWorkflow.
@@ -45,10 +46,16 @@ type BrokerStatus struct {
 	// Unidentified counts applied changes that carried no apply identity.
 	Unidentified int64     `json:"unidentified_changes,omitempty"`
 	LastPollAt   time.Time `json:"last_poll_at,omitempty"`
-	LastError    string    `json:"last_error,omitempty"`
-	// Health is a first verdict: stalled while the last attempt failed,
-	// healthy while catching up, idle when nothing is left to apply.
-	Health string `json:"health"`
+	// LastAppliedAt is when the last incremental finished applying.
+	LastAppliedAt time.Time `json:"last_applied_at,omitzero"`
+	LastError     string    `json:"last_error,omitempty"`
+	// LastErrorCode is the SLUICE-E code of LastError, if it has one.
+	LastErrorCode string `json:"last_error_code,omitempty"`
+	// LastErrorAt is when the workflow saw LastError.
+	LastErrorAt time.Time `json:"last_error_at,omitzero"`
+	// Thresholds are the run's verdict thresholds (the verdict itself is
+	// judged by whoever reads the status, at the time they read it).
+	Thresholds health.Thresholds `json:"thresholds"`
 	// WarnedSevered are the applied-link findings this run has logged.
 	WarnedSevered []string `json:"warned_severed,omitempty"`
 	StopRequested bool     `json:"stop_requested,omitempty"`
@@ -100,10 +107,9 @@ func BrokerWorkflow(ctx workflow.Context, in BrokerInput) (BrokerResult, error) 
 	} else {
 		st.StartedAt = workflow.Now(ctx)
 	}
+	st.Thresholds = in.Health.WithDefaults()
 	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (BrokerStatus, error) {
-		out := st
-		out.Health = brokerHealth(st)
-		return out, nil
+		return st, nil
 	}); err != nil {
 		return BrokerResult{}, err
 	}
@@ -155,7 +161,8 @@ func BrokerWorkflow(ctx workflow.Context, in BrokerInput) (BrokerResult, error) 
 				if isCanceled(ctx, err) {
 					return cancelled(errcode.BrokerColdStartPartial, "the cold start was interrupted after its drop began; the target holds a partial restore and no position")
 				}
-				st.Phase, st.LastError = "failed", err.Error()
+				st.Phase = "failed"
+				st.failed(ctx, err)
 				return BrokerResult{Status: st}, temporal.NewNonRetryableApplicationError(
 					string(errcode.BrokerColdStartPartial)+": the cold start failed after its drop began: "+err.Error(), string(errcode.BrokerColdStartPartial), err)
 			}
@@ -205,10 +212,11 @@ func BrokerWorkflow(ctx workflow.Context, in BrokerInput) (BrokerResult, error) 
 			}
 			var app *temporal.ApplicationError
 			if errors.As(err, &app) && app.NonRetryable() {
-				st.Phase, st.LastError = "refused", err.Error()
+				st.Phase = "refused"
+				st.failed(ctx, err)
 				return BrokerResult{Status: st}, err
 			}
-			st.LastError = err.Error()
+			st.failed(ctx, err)
 			if serr := workflow.Sleep(ctx, 10*time.Second); serr != nil {
 				return cancelled("", "")
 			}
@@ -230,10 +238,11 @@ func BrokerWorkflow(ctx workflow.Context, in BrokerInput) (BrokerResult, error) 
 			}
 			var app *temporal.ApplicationError
 			if errors.As(err, &app) && app.NonRetryable() {
-				st.Phase, st.LastError = "refused", err.Error()
+				st.Phase = "refused"
+				st.failed(ctx, err)
 				return BrokerResult{Status: st}, err
 			}
-			st.LastError = err.Error()
+			st.failed(ctx, err)
 			continue
 		}
 		st.WarnedSevered = append(st.WarnedSevered, checked.Warned...)
@@ -268,13 +277,15 @@ func BrokerWorkflow(ctx workflow.Context, in BrokerInput) (BrokerResult, error) 
 				}
 				var app *temporal.ApplicationError
 				if errors.As(err, &app) && app.NonRetryable() {
-					st.Phase, st.LastError = "refused", err.Error()
+					st.Phase = "refused"
+					st.failed(ctx, err)
 					return BrokerResult{Status: st}, err
 				}
-				st.LastError = err.Error()
+				st.failed(ctx, err)
 				break // wait again, then retry from the position
 			}
-			st.LastError = ""
+			st.LastError, st.LastErrorCode = "", ""
+			st.LastAppliedAt = workflow.Now(ctx)
 			st.LastApplied, st.Applying = link.ID, ""
 			st.LastAppliedCreatedAt = link.CreatedAt
 			st.Incrementals++
@@ -296,15 +307,19 @@ func isCanceled(ctx workflow.Context, err error) bool {
 	return errors.As(err, &canceled) || ctx.Err() != nil
 }
 
-// brokerHealth derives the run's verdict from its state alone (queries must
-// stay deterministic).
-func brokerHealth(st BrokerStatus) string {
-	switch {
-	case st.LastError != "":
-		return "stalled"
-	case st.LinksBehind > 0 || st.Applying != "":
-		return "healthy"
-	default:
-		return "idle"
+// failed records a failure the run will retry.
+func (st *BrokerStatus) failed(ctx workflow.Context, err error) {
+	st.LastError, st.LastErrorCode, st.LastErrorAt = err.Error(), errorCode(err), workflow.Now(ctx)
+}
+
+// Facts are the health facts the workflow itself knows: when it last polled,
+// applied and failed. Its current activity's heartbeats carry fresher ones.
+func (st BrokerStatus) Facts() health.Facts {
+	f := health.Facts{PolledAt: st.LastPollAt, DeliveredAt: st.LastAppliedAt,
+		Pending: st.LinksBehind > 0 || st.Applying != ""}
+	f.ReportedAt = latestOf(st.LastPollAt, st.LastAppliedAt, st.LastErrorAt)
+	if st.LastError != "" && !st.LastErrorAt.Before(f.ReportedAt) {
+		f.FailCause, f.FailError = health.CauseOf(st.LastErrorCode), st.LastError
 	}
+	return f
 }

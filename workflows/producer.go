@@ -8,6 +8,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/sluicehq/sluice/activities"
+	"github.com/sluicehq/sluice/internal/health"
 	"github.com/sluicehq/sluice/internal/producer"
 )
 
@@ -50,9 +51,13 @@ type ProducerStatus struct {
 	SlotRetained  int64         `json:"slot_retained_bytes"`
 	SlotWalStatus string        `json:"slot_wal_status,omitempty"`
 	LastError     string        `json:"last_error,omitempty"`
-	// Health is a first verdict: stalled while the last window failed,
-	// healthy when the newest window committed transactions, idle otherwise.
-	Health string `json:"health"`
+	// LastErrorCode is the SLUICE-E code of LastError, if it has one.
+	LastErrorCode string `json:"last_error_code,omitempty"`
+	// LastErrorAt is when the workflow saw LastError.
+	LastErrorAt time.Time `json:"last_error_at,omitzero"`
+	// Thresholds are the run's verdict thresholds (the verdict itself is
+	// judged by whoever reads the status, at the time they read it).
+	Thresholds health.Thresholds `json:"thresholds"`
 	// LastCommitWindowAt is when the newest window that held transactions ended.
 	LastCommitWindowAt time.Time `json:"last_commit_window_at,omitempty"`
 	StopRequested      bool      `json:"stop_requested,omitempty"`
@@ -94,16 +99,9 @@ func ProducerWorkflow(ctx workflow.Context, in ProducerInput) (ProducerResult, e
 		st.StartedAt = workflow.Now(ctx)
 	}
 	st.Phase = "capturing"
+	st.Thresholds = in.Health.WithDefaults()
 	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (ProducerStatus, error) {
-		out := st
-		out.Health = "idle"
-		switch {
-		case st.LastError != "":
-			out.Health = "stalled"
-		case st.LastWindowAt.Equal(st.LastCommitWindowAt) && !st.LastCommitWindowAt.IsZero():
-			out.Health = "healthy"
-		}
-		return out, nil
+		return st, nil
 	}); err != nil {
 		return ProducerResult{}, err
 	}
@@ -160,7 +158,8 @@ func ProducerWorkflow(ctx workflow.Context, in ProducerInput) (ProducerResult, e
 		if err != nil {
 			var app *temporal.ApplicationError
 			if errors.As(err, &app) && app.NonRetryable() {
-				st.Phase, st.LastError = "refused", err.Error()
+				st.Phase = "refused"
+				st.failed(ctx, err)
 				return ProducerResult{Status: st}, err
 			}
 			var canceled *temporal.CanceledError
@@ -168,7 +167,8 @@ func ProducerWorkflow(ctx workflow.Context, in ProducerInput) (ProducerResult, e
 				return ProducerResult{Status: st}, err
 			}
 			failures++
-			st.Phase, st.LastError = "retrying", err.Error()
+			st.Phase = "retrying"
+			st.failed(ctx, err)
 			backoff := time.Duration(1<<min(failures, 6)) * time.Second
 			if serr := workflow.Sleep(ctx, backoff); serr != nil {
 				return ProducerResult{Status: st}, serr
@@ -176,7 +176,7 @@ func ProducerWorkflow(ctx workflow.Context, in ProducerInput) (ProducerResult, e
 			continue
 		}
 		failures = 0
-		st.Phase, st.LastError = "capturing", ""
+		st.Phase, st.LastError, st.LastErrorCode = "capturing", "", ""
 		st.record(res.Result, workflow.Now(ctx))
 		if res.Stopped {
 			st.StopRequested = true
@@ -194,7 +194,8 @@ func ProducerWorkflow(ctx workflow.Context, in ProducerInput) (ProducerResult, e
 					st.Phase, st.LastError = "refused", err.Error()
 					return ProducerResult{Status: st}, err
 				}
-				st.Phase, st.LastError = "retrying", err.Error()
+				st.Phase = "retrying"
+				st.failed(ctx, err)
 				continue
 			}
 			st.Rotations++
@@ -202,6 +203,24 @@ func ProducerWorkflow(ctx workflow.Context, in ProducerInput) (ProducerResult, e
 			st.Phase = "capturing"
 		}
 	}
+}
+
+// failed records a failure the run will retry, or the refusal that ends it.
+func (st *ProducerStatus) failed(ctx workflow.Context, err error) {
+	st.LastError, st.LastErrorCode, st.LastErrorAt = err.Error(), errorCode(err), workflow.Now(ctx)
+}
+
+// Facts are the health facts the workflow itself knows: when its last
+// window ended (a window polls the source throughout), when the last one
+// with transactions committed, and its last failure. The running window's
+// heartbeats carry fresher ones.
+func (st ProducerStatus) Facts() health.Facts {
+	f := health.Facts{PolledAt: st.LastWindowAt, DeliveredAt: st.LastCommitWindowAt}
+	f.ReportedAt = latestOf(st.LastWindowAt, st.LastErrorAt)
+	if st.LastError != "" && !st.LastErrorAt.Before(f.ReportedAt) {
+		f.FailCause, f.FailError = health.CauseOf(st.LastErrorCode), st.LastError
+	}
+	return f
 }
 
 func (st *ProducerStatus) record(r producer.Result, now time.Time) {

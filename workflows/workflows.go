@@ -4,6 +4,8 @@
 package workflows
 
 import (
+	"errors"
+	"strings"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -53,4 +55,25 @@ func shortActivity(ctx workflow.Context, summary string) workflow.Context {
 			MaximumAttempts:    5,
 		},
 	})
+}
+
+// errorCode returns the SLUICE-E code an activity's failure carries (its
+// application error type), or "".
+func errorCode(err error) string {
+	var app *temporal.ApplicationError
+	if errors.As(err, &app) && strings.HasPrefix(app.Type(), "SLUICE-E-") {
+		return app.Type()
+	}
+	return ""
+}
+
+// latestOf returns the latest of ts.
+func latestOf(ts ...time.Time) time.Time {
+	var out time.Time
+	for _, t := range ts {
+		if t.After(out) {
+			out = t
+		}
+	}
+	return out
 }

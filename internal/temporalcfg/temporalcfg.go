@@ -235,3 +235,21 @@ func (c Config) String() string {
 	}
 	return s
 }
+
+// Converters returns the data and failure converters the client uses, so a
+// caller can read payloads and failures Temporal hands back outside the SDK's
+// own calls (heartbeat details and last failures in a workflow description).
+func (c Config) Converters() (converter.DataConverter, converter.FailureConverter, error) {
+	opts, err := c.ClientOptions()
+	if err != nil {
+		return nil, nil, err
+	}
+	dc, fc := opts.DataConverter, opts.FailureConverter
+	if dc == nil {
+		dc = converter.GetDefaultDataConverter()
+	}
+	if fc == nil {
+		fc = temporal.GetDefaultFailureConverter()
+	}
+	return dc, fc, nil
+}
