@@ -345,4 +345,13 @@ func TestInvalidatedSlotRefused(t *testing.T) {
 			t.Errorf("sluice %s took %s to refuse", args[1], time.Since(start))
 		}
 	}
+	// The worker that met the refusal shows the run stalled on a lost source
+	// position (until the not-running threshold passes) and counts it.
+	metrics := adminGet(t, "/metrics")
+	if v, cause, raw := parseVerdict(metrics, "producer", chainURL); v != "stalled" || cause != "source_position_lost" {
+		t.Errorf("/metrics: want the producer stalled with source_position_lost, got %s/%s:\n%s", v, cause, raw)
+	}
+	if !strings.Contains(metrics, `sluice_refusals_total{code="SLUICE-E-SLOT-INVALIDATED"}`) {
+		t.Errorf("/metrics does not count the refusal by its code")
+	}
 }
