@@ -6,25 +6,59 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/sluicehq/sluice/internal/health"
 )
 
-// emitted is every sluice series the worker exports, as Prometheus sees them.
-var emitted = map[string]bool{
-	MetricWorkerInfo:            true,
-	MetricAdminRequests:         true,
-	MetricAdminRateLimitClients: true,
-	MetricRunHealth:             true,
-	MetricRunStallCause:         true,
-	MetricRunPollAge:            true,
-	MetricRunDeliveryAge:        true,
-	MetricRunChanges:            true,
-	MetricBrokerLinksBehind:     true,
-	MetricBrokerSecondsBehind:   true,
-	MetricSlotRetained:          true,
-	MetricSlotWalStatus:         true,
-	MetricRefusals:              true,
+// exported returns every sluice series a worker's /metrics shows once each
+// instrument has a value: a scrape of a Telemetry whose tracker holds a run
+// in every verdict and whose traffic instruments were used. Names come from
+// the scrape itself, so a rule can only name what the code really emits.
+func exported(t *testing.T) map[string]bool {
+	t.Helper()
+	tel, err := New(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tel.Shutdown(t.Context()) })
+	now := time.Now()
+	tr := health.NewTracker(nil, func() time.Time { return now })
+	if err := tel.TrackRuns(tr); err != nil {
+		t.Fatal(err)
+	}
+	stalled := health.Key{Role: "broker", Name: "b"}
+	tr.Delivered(stalled)
+	tr.Behind(stalled, 2, 30)
+	tr.Counted(stalled, 10)
+	tr.Failed(stalled, health.CauseTargetRefusing, "x")
+	producer := health.Key{Role: "producer", Name: "file:///c"}
+	tr.Polled(producer, false)
+	tr.Slot(producer, 1024, "reserved")
+	tr.Refused("SLUICE-E-SLOT-INVALIDATED")
+	tel.Wrote("data/a/t.zst", 1)
+	tel.Fetched("data/a/t.zst", 1, time.Millisecond)
+	tel.ApplyBatch("b", time.Millisecond)
+	tel.RowsRestored(1)
+	tel.AdminRequest("/metrics", 200)
+	tel.ObserveAdminClients(func() int { return 1 })
+	out := map[string]bool{}
+	for _, line := range strings.Split(scrape(t, tel), "\n") {
+		if name, ok := strings.CutPrefix(line, "# TYPE "); ok {
+			fields := strings.Fields(name)
+			if strings.HasPrefix(fields[0], "sluice_") {
+				out[fields[0]] = true
+				if len(fields) > 1 && fields[1] == "histogram" {
+					for _, suffix := range []string{"_bucket", "_sum", "_count"} {
+						out[fields[0]+suffix] = true
+					}
+				}
+			}
+		}
+	}
+	return out
 }
 
 var seriesName = regexp.MustCompile(`\b((?:sluice|temporal)_[a-z0-9_]+)\b`)
@@ -38,7 +72,7 @@ func referenced(expr string) []string {
 	return out
 }
 
-func checkExpr(t *testing.T, where, expr string) int {
+func checkExpr(t *testing.T, emitted map[string]bool, where, expr string) int {
 	t.Helper()
 	names := referenced(expr)
 	for _, n := range names {
@@ -62,6 +96,12 @@ var knownTemporal = map[string]bool{
 }
 
 func TestDeployRulesAndDashboard(t *testing.T) {
+	emitted := exported(t)
+	for _, name := range []string{MetricRunHealth, MetricRunStallCause, MetricStoreFetch, MetricRefusals, MetricSlotWalStatus} {
+		if !emitted[name] {
+			t.Fatalf("the scrape lacks %s: the list of exported series is incomplete", name)
+		}
+	}
 	raw, err := os.ReadFile("../../deploy/prometheus/sluice-alerts.yml")
 	if err != nil {
 		t.Fatal(err)
@@ -84,7 +124,7 @@ func TestDeployRulesAndDashboard(t *testing.T) {
 			if r.Alert == "" || r.Expr == "" {
 				t.Errorf("group %s has a rule without alert or expr", g.Name)
 			}
-			n += checkExpr(t, "alert "+r.Alert, r.Expr)
+			n += checkExpr(t, emitted, "alert "+r.Alert, r.Expr)
 		}
 	}
 	if n == 0 {
@@ -114,11 +154,11 @@ func TestDeployRulesAndDashboard(t *testing.T) {
 	n = 0
 	for _, p := range dash.Panels {
 		for _, tg := range p.Targets {
-			n += checkExpr(t, "panel "+p.Title, tg.Expr)
+			n += checkExpr(t, emitted, "panel "+p.Title, tg.Expr)
 		}
 	}
 	for _, v := range dash.Templating.List {
-		n += checkExpr(t, "variable", v.Query)
+		n += checkExpr(t, emitted, "variable", v.Query)
 	}
 	if n == 0 {
 		t.Fatal("the dashboard references no series")
