@@ -130,6 +130,26 @@ ensure_postgres() {
 		fi
 	done
 
+	# TLS on loopback, so the tests can show a DSN asking for TLS gets it
+	# (and is refused, never downgraded, where it cannot). ssl reloads.
+	if [[ $(psql_ -c 'SHOW ssl') == on ]]; then
+		log "postgres: ssl already on"
+	else
+		local cert=/etc/ssl/certs/ssl-cert-snakeoil.pem key=/etc/ssl/private/ssl-cert-snakeoil.key
+		if [[ ! -f $cert || ! -f $key ]]; then
+			command -v make-ssl-cert >/dev/null || { apt-get update -qq && apt-get install -y -qq ssl-cert >/dev/null; } ||
+				die "postgres: cannot install ssl-cert to make a server certificate"
+			make-ssl-cert generate-default-snakeoil
+		fi
+		psql_ -c "ALTER SYSTEM SET ssl_cert_file = '$cert'"
+		psql_ -c "ALTER SYSTEM SET ssl_key_file = '$key'"
+		psql_ -c "ALTER SYSTEM SET ssl = 'on'"
+		psql_ -c 'SELECT pg_reload_conf()' >/dev/null
+		sleep 1
+		[[ $(psql_ -c 'SHOW ssl') == on ]] || die "postgres: ssl is still off after a reload (is $key readable by postgres?)"
+		log "postgres: ssl turned on with the snakeoil certificate"
+	fi
+
 	hba=$(psql_ -c 'SHOW hba_file')
 	[[ -f $hba ]] || die "postgres: hba file $hba not found"
 	if grep -qxF "$PG_HBA_LINE" "$hba"; then

@@ -27,6 +27,9 @@ var (
 	TargetUnreachable = register("SLUICE-E-TARGET-UNREACHABLE", ExitRuntime,
 		"The target database could not be reached or refused the connection.",
 		"Check the target DSN, that the database is up, and that the worker's host can reach it.")
+	DBTLSRefused = register("SLUICE-E-DB-TLS-REFUSED", ExitRefused,
+		"The DSN asks for TLS (sslmode=require, verify-ca or verify-full) and the database did not offer it, or its certificate did not verify. sluice never falls back to plaintext.",
+		"Enable ssl on the database server, or point sslrootcert at the CA that signed its certificate (and use its name in the host for verify-full). To accept plaintext knowingly, set sslmode=disable in the DSN.")
 	TemporalUnreachable = register("SLUICE-E-TEMPORAL-UNREACHABLE", ExitRuntime,
 		"The starter could not reach the Temporal server.",
 		"Start the services (`make services`) or point --temporal-address / TEMPORAL_ADDRESS at a running Temporal frontend.")

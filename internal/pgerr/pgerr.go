@@ -4,10 +4,13 @@
 package pgerr
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
 	"net"
+	"strings"
 
 	"github.com/jackc/pgx/v5/pgconn"
 
@@ -41,6 +44,15 @@ func (s Side) Classify(err error, what string) error {
 		case unavailable(pgErr.Code):
 			return errcode.Wrap(s.Unreachable, err, "%s: the server is not accepting this session", what)
 		}
+	}
+	var certErr *tls.CertificateVerificationError
+	var unknownCA x509.UnknownAuthorityError
+	var badHost x509.HostnameError
+	switch {
+	case strings.Contains(err.Error(), "server refused TLS connection"):
+		return errcode.Wrap(errcode.DBTLSRefused, err, "%s: the server refused TLS (it answered 'N' to the TLS request)", what)
+	case errors.As(err, &certErr), errors.As(err, &unknownCA), errors.As(err, &badHost):
+		return errcode.Wrap(errcode.DBTLSRefused, err, "%s: the server's TLS certificate did not verify", what)
 	}
 	var connErr *pgconn.ConnectError
 	if errors.As(err, &connErr) {
