@@ -69,7 +69,12 @@ func (c *cli) judgeRun(view runView, wf health.Facts, th health.Thresholds, now 
 		f = health.Facts{}
 	}
 	for _, pa := range view.pending {
-		af, ath := activityFacts(pa, dc, fc)
+		af, ath, carried := activityFacts(pa, dc, fc)
+		if !carried && af.FailCause == "" {
+			// An activity that reported no facts (just started, or one of a
+			// child's) is a sign of life, not a claim about pending work.
+			af.Pending = f.Pending
+		}
 		f = f.Merge(af)
 		if !view.answered && ath != nil {
 			th = *ath
@@ -109,18 +114,17 @@ func (c *cli) printRun(view runView, status any, wf health.Facts, th health.Thre
 }
 
 // activityFacts reads one pending activity: the facts its last heartbeat
-// carried, the heartbeat itself as a sign of life, and a failed previous
-// attempt. A timeout is no report: it is what a vanished worker leaves.
-func activityFacts(pa *workflowpb.PendingActivityInfo, dc converter.DataConverter, fc converter.FailureConverter) (health.Facts, *health.Thresholds) {
-	var f health.Facts
-	var th *health.Thresholds
+// carried (carried says whether it carried any), the heartbeat itself as a
+// sign of life, and a failed previous attempt. A timeout is no report: it is
+// what a vanished worker leaves.
+func activityFacts(pa *workflowpb.PendingActivityInfo, dc converter.DataConverter, fc converter.FailureConverter) (f health.Facts, th *health.Thresholds, carried bool) {
 	if hb := pa.GetHeartbeatDetails(); hb != nil && len(hb.GetPayloads()) > 0 {
 		var d struct {
-			Health     health.Facts       `json:"health"`
+			Health     *health.Facts      `json:"health"`
 			Thresholds *health.Thresholds `json:"thresholds"`
 		}
-		if dc.FromPayload(hb.GetPayloads()[0], &d) == nil {
-			f, th = d.Health, d.Thresholds
+		if dc.FromPayload(hb.GetPayloads()[0], &d) == nil && d.Health != nil {
+			f, th, carried = *d.Health, d.Thresholds, true
 		}
 	}
 	if pa.GetState() == enumspb.PENDING_ACTIVITY_STATE_STARTED {
@@ -141,7 +145,7 @@ func activityFacts(pa *workflowpb.PendingActivityInfo, dc converter.DataConverte
 			}
 		}
 	}
-	return f, th
+	return f, th, carried
 }
 
 // merged joins the JSON fields of parts into one object for printing.

@@ -139,11 +139,20 @@ say "starting a live workload on $SRC_DB"
 ) </dev/null >>"$SLUICE_STATE/demo/workload.log" 2>&1 &
 echo $! >"$WORKLOAD_PID"
 
+# field KEY: the value of KEY in the JSON on stdin (flat keys, any order).
+field() { tr -d '\n' | sed -nE 's/.*"'"$1"'": "?([^",}]*)"?.*/\1/p'; }
 for _ in 1 2 3 4 5 6; do
 	sleep 3
-	line=$($SLUICE sync from-backup status --stream-id $STREAM --json 2>/dev/null |
-		tr -d '\n' | sed -E 's/.*"phase": "([^"]*)".*"links_behind": ([0-9]+).*"seconds_behind": ([0-9.e+-]+).*"incrementals_applied": ([0-9]+).*"changes_applied": ([0-9]+).*/\1, \2 links behind (\3 s), \4 incrementals and \5 changes applied/' || true)
-	say "broker: ${line:-starting}"
+	json=$($SLUICE sync from-backup status --stream-id $STREAM --json 2>/dev/null || true)
+	if [[ -z $json ]]; then
+		say "broker: starting"
+		continue
+	fi
+	verdict=$(field verdict <<<"$json")
+	cause=$(field cause <<<"$json")
+	say "broker: ${verdict}${cause:+ ($cause)}, $(field phase <<<"$json"):" \
+		"$(field links_behind <<<"$json") links behind ($(field seconds_behind <<<"$json") s)," \
+		"$(field incrementals_applied <<<"$json") incrementals and $(field changes_applied <<<"$json") changes applied"
 done
 say "running. Follow it:  bin/sluice sync from-backup status --stream-id $STREAM   /   bin/sluice backup stream status --target $CHAIN"
 say "stop it and compare: make demo-stop"
