@@ -109,9 +109,10 @@ func (a *Activities) CaptureWindow(ctx context.Context, p WindowParams) (WindowR
 	// The capture loop's turns are its polls; it asks for the stop marker
 	// between transactions.
 	tick := func() { a.Health.Polled(k, false) }
+	slot := func(s pgsource.SlotStatus) { a.Health.Slot(k, s.RetainedBytes, s.WalStatus) }
 	stop := a.heartbeat(ctx, func() any { return a.runDetails(k, p.Health, map[string]any{"stopping": stopped()}) })
 	defer stop()
-	lim := pgsource.Limits{Duration: p.Rollover, Changes: p.MaxChanges, Bytes: p.MaxBytes, Idle: p.Idle, Stop: stopPoll, Tick: tick}
+	lim := pgsource.Limits{Duration: p.Rollover, Changes: p.MaxChanges, Bytes: p.MaxBytes, Idle: p.Idle, Stop: stopPoll, Tick: tick, Slot: slot}
 	if p.UpToNow {
 		lim = pgsource.Limits{Until: "now", Idle: p.Idle, Tick: tick}
 	}

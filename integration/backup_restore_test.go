@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/client"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/sluicehq/sluice/internal/testenv"
 )
@@ -205,17 +204,11 @@ func TestUsageErrors(t *testing.T) {
 
 func TestPasswordsStayOutOfHistory(t *testing.T) {
 	src := testenv.CreateDB(t, "src")
-	testenv.Exec(t, src, fmt.Sprintf(`
-		DO $$ BEGIN
-		  IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'sluice_pw_user') THEN
-		    CREATE ROLE sluice_pw_user LOGIN REPLICATION;
-		  END IF;
-		END $$;
-		ALTER ROLE sluice_pw_user PASSWORD '%s';
+	testenv.Exec(t, src, passwordRole()+`
 		CREATE TABLE a (id int PRIMARY KEY); INSERT INTO a VALUES (1);
-		GRANT SELECT ON a TO sluice_pw_user;`, sourcePassword))
+		GRANT SELECT ON a TO sluice_pw_user;`)
 	t.Cleanup(func() { testenv.Exec(t, src, `DROP OWNED BY sluice_pw_user`) })
-	dsn := strings.Replace(testenv.DSN(src), "postgres@", "sluice_pw_user@", 1)
+	dsn := asPasswordUser(testenv.DSN(src))
 
 	// A literal password is refused before anything reaches Temporal.
 	literal := strings.Replace(dsn, "sluice_pw_user@", "sluice_pw_user:"+sourcePassword+"@", 1)
@@ -238,29 +231,13 @@ func TestPasswordsStayOutOfHistory(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	iter := cl.GetWorkflowHistory(context.Background(), id, "", false, 0)
-	var history strings.Builder
-	events := 0
-	for iter.HasNext() {
-		ev, err := iter.Next()
-		if err != nil {
-			t.Fatal(err)
-		}
-		// The binary encoding keeps payload bytes as they are (JSON would
-		// base64 them), so a secret anywhere in the event shows up verbatim.
-		b, err := proto.Marshal(ev)
-		if err != nil {
-			t.Fatal(err)
-		}
-		history.Write(b)
-		events++
-	}
-	if events == 0 || !strings.Contains(history.String(), sourcePasswordEnv) {
+	history, events := rawHistory(t, cl, id)
+	if events == 0 || !strings.Contains(history, sourcePasswordEnv) {
 		t.Fatalf("history of %s not read (%d events)", id, events)
 	}
 	// The worker's metrics and run statuses neither.
 	metrics, status := adminGet(t, "/metrics"), adminGet(t, "/status")
-	for where, text := range map[string]string{"history": history.String(), "starter output": r.stdout + r.stderr, "worker log": h.workerLog.String(),
+	for where, text := range map[string]string{"history": history, "starter output": r.stdout + r.stderr, "worker log": h.workerLog.String(),
 		"metrics": metrics, "status": status} {
 		if strings.Contains(text, sourcePassword) {
 			t.Errorf("the source password appears in the %s", where)

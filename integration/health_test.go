@@ -14,9 +14,14 @@ import (
 // The worker's /status and /metrics show each run it hosts with its verdict:
 // a broker that just applied an incremental is healthy, its poll loop turning.
 func TestWorkerReportsRunHealth(t *testing.T) {
-	// The fixture's `backup incremental` ran on this worker: its producer
-	// run reports the chain slot.
-	_, chainURL, fullID, incID := brokerFixture(t)
+	// A producer streaming on the fixture's chain reports the chain slot (a
+	// one-shot `backup incremental` leaves the worker's runs when it ends).
+	src, chainURL, fullID, incID := brokerFixture(t)
+	mustSluice(t, "backup", "stream", "run", "--source", testenv.DSN(src), "--target", chainURL, "--rollover-window", "1s", "--detach")
+	defer func() {
+		mustSluice(t, "backup", "stream", "stop", "--target", chainURL)
+		waitWorkflowEnd(t, "producer/"+chainURL, time.Minute)
+	}()
 	dst := testenv.CreateDB(t, "dst")
 	mustSluice(t, "restore", "--backup-target", chainURL, "--target", testenv.DSN(dst), "--through", fullID)
 	stream := fmt.Sprintf("health-%d", time.Now().UnixNano()%1e6)
@@ -48,7 +53,13 @@ func TestWorkerReportsRunHealth(t *testing.T) {
 	if found.Changes == 0 || found.LinksBehind != 0 {
 		t.Fatalf("want the applied changes counted and nothing behind, got %+v", *found)
 	}
-	metrics := adminGet(t, "/metrics")
+	var metrics string
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(300 * time.Millisecond) {
+		// The producer reports its slot when its first window ends.
+		if metrics = adminGet(t, "/metrics"); strings.Contains(metrics, `sluice_slot_wal_status{name="`+chainURL) {
+			break
+		}
+	}
 	for _, want := range []string{
 		fmt.Sprintf(`sluice_run_health{name="%s",role="broker",verdict="healthy"} 1`, stream),
 		fmt.Sprintf(`sluice_run_changes_total{name="%s",role="broker"} %d`, stream, found.Changes),

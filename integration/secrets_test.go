@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -11,7 +10,6 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/client"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/sluicehq/sluice/internal/testenv"
 )
@@ -27,13 +25,7 @@ func TestPasswordsStayOutOfAFullRun(t *testing.T) {
 	dst := testenv.CreateDB(t, "dst")
 	again := testenv.CreateDB(t, "again")
 	// The role authenticates with scram-sha-256 on 127.0.0.1 (services.sh).
-	role := fmt.Sprintf(`DO $$ BEGIN
-		  IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'sluice_pw_user') THEN
-		    CREATE ROLE sluice_pw_user LOGIN REPLICATION;
-		  END IF;
-		END $$;
-		ALTER ROLE sluice_pw_user PASSWORD '%s';`, sourcePassword)
-	testenv.Exec(t, src, role+`
+	testenv.Exec(t, src, passwordRole()+`
 		CREATE TABLE a (id int PRIMARY KEY, v text); INSERT INTO a SELECT i, 'v' FROM generate_series(1, 50) i;
 		GRANT SELECT ON a TO sluice_pw_user;
 		CREATE PUBLICATION sluice_all_tables FOR ALL TABLES;`)
@@ -47,7 +39,7 @@ func TestPasswordsStayOutOfAFullRun(t *testing.T) {
 		}
 		testenv.Exec(t, src, `DROP PUBLICATION IF EXISTS sluice_all_tables; DROP OWNED BY sluice_pw_user`)
 	})
-	as := func(db string) string { return strings.Replace(testenv.DSN(db), "postgres@", "sluice_pw_user@", 1) }
+	as := func(db string) string { return asPasswordUser(testenv.DSN(db)) }
 	pwFile := filepath.Join(t.TempDir(), "target-password")
 	if err := os.WriteFile(pwFile, []byte(sourcePassword+"\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -104,18 +96,8 @@ func TestPasswordsStayOutOfAFullRun(t *testing.T) {
 			t.Fatalf("temporal workflow show %s: %v\n%s", id, err, shown)
 		}
 		found["temporal workflow show "+id] = string(shown)
-		iter := cl.GetWorkflowHistory(context.Background(), id, "", false, 0)
-		for iter.HasNext() {
-			ev, err := iter.Next()
-			if err != nil {
-				t.Fatal(err)
-			}
-			b, err := proto.Marshal(ev)
-			if err != nil {
-				t.Fatal(err)
-			}
-			raw.Write(b)
-		}
+		hist, _ := rawHistory(t, cl, id)
+		raw.WriteString(hist)
 	}
 	found["raw histories"] = raw.String()
 	if !strings.Contains(raw.String(), sourcePasswordEnv) {

@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -306,7 +307,8 @@ func TestStallCausesTargetAndWorker(t *testing.T) {
 }
 
 // A store the network stops reaching (every byte held, as in a partition)
-// stalls both runs with poll_loop_not_turning; once it answers again both
+// stalls both runs with poll_loop_not_turning; a store that refuses every
+// connection stalls them with store_unreachable; once it answers again both
 // recover and nothing is lost.
 func TestStallCauseBlockedStore(t *testing.T) {
 	ep := testenv.S3Endpoint(t)
@@ -328,6 +330,17 @@ func TestStallCauseBlockedStore(t *testing.T) {
 	proxy.unblock()
 	r.both("producer", "idle", "", 2*time.Minute)
 	r.both("broker", "idle", "", 2*time.Minute)
+
+	// A store that refuses every connection fails fast: once its requests
+	// exhausted their retries the cause is store_unreachable.
+	proxy.refuse(true)
+	t.Cleanup(func() { proxy.refuse(false) })
+	r.insertSome(4000)
+	r.both("broker", "stalled", "store_unreachable", time.Minute)
+	r.both("producer", "stalled", "store_unreachable", time.Minute)
+	proxy.refuse(false)
+	r.both("producer", "idle", "", 2*time.Minute)
+	r.both("broker", "idle", "", 2*time.Minute)
 	waitCaughtUp(t, r.src, time.Minute)
 	waitBrokerAt(t, r.stream, lastIncremental(t, r.chainURL, []string{"--backup-endpoint", ep}), time.Minute)
 	requireSameRows(t, r.src, r.dst)
@@ -342,7 +355,11 @@ type gatedProxy struct {
 	mu      sync.Mutex
 	cond    *sync.Cond
 	blocked bool
+	// refusing closes every new connection at once.
+	refusing atomic.Bool
 }
+
+func (p *gatedProxy) refuse(on bool) { p.refusing.Store(on) }
 
 func startGatedProxy(t *testing.T, backend string) *gatedProxy {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -385,6 +402,9 @@ func (p *gatedProxy) wait() {
 
 func (p *gatedProxy) serve(c net.Conn) {
 	defer c.Close()
+	if p.refusing.Load() {
+		return
+	}
 	b, err := net.Dial("tcp", p.backend)
 	if err != nil {
 		return

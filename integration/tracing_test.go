@@ -147,17 +147,11 @@ func TestTracingSpansReachCollector(t *testing.T) {
 	}
 
 	src := testenv.CreateDB(t, "src")
-	testenv.Exec(t, src, fmt.Sprintf(`
-		DO $$ BEGIN
-		  IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'sluice_pw_user') THEN
-		    CREATE ROLE sluice_pw_user LOGIN REPLICATION;
-		  END IF;
-		END $$;
-		ALTER ROLE sluice_pw_user PASSWORD '%s';
+	testenv.Exec(t, src, passwordRole()+`
 		CREATE TABLE a (id int PRIMARY KEY, v text); INSERT INTO a SELECT i, 'v' || i FROM generate_series(1, 500) i;
-		GRANT SELECT ON a TO sluice_pw_user;`, sourcePassword))
+		GRANT SELECT ON a TO sluice_pw_user;`)
 	t.Cleanup(func() { testenv.Exec(t, src, `DROP OWNED BY sluice_pw_user`) })
-	dsn := strings.Replace(testenv.DSN(src), "postgres@", "sluice_pw_user@", 1)
+	dsn := asPasswordUser(testenv.DSN(src))
 	dst := testenv.CreateDB(t, "dst")
 	chainURL := fileChain(t)
 

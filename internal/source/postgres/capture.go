@@ -220,7 +220,14 @@ type Limits struct {
 	// every 1024 messages inside one (so it must be cheap). It tells a
 	// health tracker the capture is alive while a large transaction decodes.
 	Tick func()
+	// Slot, when set, receives the slot's status at the window's first turn
+	// and then every SlotReportEvery, between transactions, so a quiet
+	// window (which may last minutes) still reports retained WAL.
+	Slot func(SlotStatus)
 }
+
+// SlotReportEvery is how often a window reads its slot's status for Limits.Slot.
+const SlotReportEvery = 30 * time.Second
 
 // Window is what one window captured.
 type Window struct {
@@ -269,10 +276,17 @@ func (c *Capture) Next(ctx context.Context, lim Limits, sink Sink) (Window, erro
 	var ch chain.Change
 	var ordinal uint32
 	turns := 0
+	var slotReadAt time.Time
 	for {
 		turns++
 		if lim.Tick != nil && (!inTx || turns%1024 == 0) {
 			lim.Tick()
+		}
+		if lim.Slot != nil && !inTx && time.Since(slotReadAt) >= SlotReportEvery {
+			slotReadAt = time.Now()
+			if st, err := c.Health(ctx); err == nil {
+				lim.Slot(st)
+			}
 		}
 		if !inTx {
 			done := w.Transactions > 0 && ((lim.Duration > 0 && time.Since(began) >= lim.Duration) ||
