@@ -4,7 +4,8 @@
 #     for the sluice_pw_user test role,
 #   - MariaDB with its binlog on in ROW format,
 #   - a Temporal dev server (with its Web UI) on 127.0.0.1:7233 / :8233,
-#   - versitygw, an S3-compatible server, on 127.0.0.1:7070.
+#   - versitygw, an S3-compatible server, on 127.0.0.1:7070,
+#   - promtool (Debian's, unpacked), to check the shipped alert rules.
 # It is idempotent: what is already right is left alone, nothing is started
 # twice, and a database is restarted only when one of its settings changed.
 # Temporal and versitygw run detached; deploy/dev/stop-services.sh stops them.
@@ -76,6 +77,25 @@ ensure_tool() {
 	(cd / && env -u GOFLAGS GOBIN="$SLUICE_TOOLS" go install "$module/cmd/$name@$version") ||
 		die "$name: go install $module/cmd/$name@$version failed"
 	log "$name: built $bin"
+}
+
+# ensure_promtool puts Debian's promtool (from the prometheus package, taken
+# apart rather than installed, so no Prometheus server is set up or started)
+# into $SLUICE_TOOLS: the tests check the shipped alert rules with it.
+ensure_promtool() {
+	local bin=$SLUICE_TOOLS/promtool tmp
+	if [[ -x $bin ]] && "$bin" --version >/dev/null 2>&1; then
+		return
+	fi
+	mkdir -p "$SLUICE_TOOLS"
+	log "promtool: unpacking it from Debian's prometheus package"
+	tmp=$(mktemp -d)
+	(cd "$tmp" && { apt-get download prometheus >/dev/null 2>&1 || { apt-get update -qq && apt-get download prometheus >/dev/null 2>&1; }; }) ||
+		{ rm -rf "$tmp"; die "promtool: apt-get download prometheus failed"; }
+	dpkg-deb -x "$tmp"/prometheus_*.deb "$tmp/x" || { rm -rf "$tmp"; die "promtool: cannot unpack the package"; }
+	install -m 0755 "$tmp/x/usr/bin/promtool" "$bin"
+	rm -rf "$tmp"
+	log "promtool: $("$bin" --version 2>&1 | head -n 1)"
 }
 
 # ---------------------------------------------------------------- PostgreSQL
@@ -350,6 +370,7 @@ main() {
 
 	ensure_tool temporal "$TEMPORAL_MODULE" "$TEMPORAL_VERSION"
 	ensure_tool versitygw "$VERSITYGW_MODULE" "$VERSITYGW_VERSION"
+	ensure_promtool
 	ensure_postgres
 	ensure_mariadb
 	ensure_temporal

@@ -2,7 +2,10 @@ package telemetry
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -11,6 +14,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/sluicehq/sluice/internal/health"
+	"github.com/sluicehq/sluice/internal/testenv"
 )
 
 // exported returns every sluice series a worker's /metrics shows once each
@@ -163,4 +167,57 @@ func TestDeployRulesAndDashboard(t *testing.T) {
 	if n == 0 {
 		t.Fatal("the dashboard references no series")
 	}
+}
+
+// The rules and every dashboard query go through promtool, Prometheus's own
+// checker, so a PromQL syntax error fails here and not in production. The
+// dashboard's queries are checked as recording rules of a scratch file.
+func TestDeployPromQLChecks(t *testing.T) {
+	promtool, err := exec.LookPath("promtool")
+	if err != nil {
+		testenv.Missing(t, "promtool is not on PATH (deploy/dev/services.sh unpacks it into ~/.cache/sluice/bin)")
+	}
+	check := func(file string) {
+		t.Helper()
+		out, err := exec.Command(promtool, "check", "rules", file).CombinedOutput()
+		if err != nil {
+			t.Errorf("promtool check rules %s: %v\n%s", file, err, out)
+		}
+	}
+	check("../../deploy/prometheus/sluice-alerts.yml")
+
+	raw, err := os.ReadFile("../../deploy/grafana/sluice-dashboard.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dash struct {
+		Panels []struct {
+			Targets []struct {
+				Expr string `json:"expr"`
+			} `json:"targets"`
+		} `json:"panels"`
+	}
+	if err := json.Unmarshal(raw, &dash); err != nil {
+		t.Fatal(err)
+	}
+	type rule struct {
+		Record string `yaml:"record"`
+		Expr   string `yaml:"expr"`
+	}
+	var rules []rule
+	for _, p := range dash.Panels {
+		for _, tg := range p.Targets {
+			rules = append(rules, rule{Record: fmt.Sprintf("dashboard:query_%d", len(rules)), Expr: tg.Expr})
+		}
+	}
+	doc := map[string]any{"groups": []any{map[string]any{"name": "dashboard", "rules": rules}}}
+	b, err := yaml.Marshal(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "dashboard-queries.yml")
+	if err := os.WriteFile(file, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	check(file)
 }
