@@ -161,8 +161,8 @@ func BrokerWorkflow(ctx workflow.Context, in BrokerInput) (BrokerResult, error) 
 				if isCanceled(ctx, err) {
 					return cancelled(errcode.BrokerColdStartPartial, "the cold start was interrupted after its drop began; the target holds a partial restore and no position")
 				}
-				st.Phase = "failed"
 				st.failed(ctx, err)
+				st.Phase = "failed"
 				return BrokerResult{Status: st}, temporal.NewNonRetryableApplicationError(
 					string(errcode.BrokerColdStartPartial)+": the cold start failed after its drop began: "+err.Error(), string(errcode.BrokerColdStartPartial), err)
 			}
@@ -210,13 +210,9 @@ func BrokerWorkflow(ctx workflow.Context, in BrokerInput) (BrokerResult, error) 
 			if isCanceled(ctx, err) {
 				return cancelled("", "")
 			}
-			var app *temporal.ApplicationError
-			if errors.As(err, &app) && app.NonRetryable() {
-				st.Phase = "refused"
-				st.failed(ctx, err)
+			if st.failed(ctx, err) {
 				return BrokerResult{Status: st}, err
 			}
-			st.failed(ctx, err)
 			if serr := workflow.Sleep(ctx, 10*time.Second); serr != nil {
 				return cancelled("", "")
 			}
@@ -236,13 +232,9 @@ func BrokerWorkflow(ctx workflow.Context, in BrokerInput) (BrokerResult, error) 
 			if isCanceled(ctx, err) {
 				return cancelled("", "")
 			}
-			var app *temporal.ApplicationError
-			if errors.As(err, &app) && app.NonRetryable() {
-				st.Phase = "refused"
-				st.failed(ctx, err)
+			if st.failed(ctx, err) {
 				return BrokerResult{Status: st}, err
 			}
-			st.failed(ctx, err)
 			continue
 		}
 		st.WarnedSevered = append(st.WarnedSevered, checked.Warned...)
@@ -275,13 +267,9 @@ func BrokerWorkflow(ctx workflow.Context, in BrokerInput) (BrokerResult, error) 
 				if isCanceled(ctx, err) {
 					return cancelled(errcode.BrokerIncrementalPartial, "cancelled while applying incremental "+link.ID+"; run again to resume exactly once")
 				}
-				var app *temporal.ApplicationError
-				if errors.As(err, &app) && app.NonRetryable() {
-					st.Phase = "refused"
-					st.failed(ctx, err)
+				if st.failed(ctx, err) {
 					return BrokerResult{Status: st}, err
 				}
-				st.failed(ctx, err)
 				break // wait again, then retry from the position
 			}
 			st.LastError, st.LastErrorCode = "", ""
@@ -307,9 +295,15 @@ func isCanceled(ctx workflow.Context, err error) bool {
 	return errors.As(err, &canceled) || ctx.Err() != nil
 }
 
-// failed records a failure the run will retry.
-func (st *BrokerStatus) failed(ctx workflow.Context, err error) {
+// failed records a failure; a refusal (which ends the run) also sets the
+// phase and reports true.
+func (st *BrokerStatus) failed(ctx workflow.Context, err error) (refused bool) {
 	st.LastError, st.LastErrorCode, st.LastErrorAt = err.Error(), errorCode(err), workflow.Now(ctx)
+	if isRefusal(err) {
+		st.Phase = "refused"
+		return true
+	}
+	return false
 }
 
 // Facts are the health facts the workflow itself knows: when it last polled,

@@ -156,19 +156,14 @@ func ProducerWorkflow(ctx workflow.Context, in ProducerInput) (ProducerResult, e
 		}
 		cancel()
 		if err != nil {
-			var app *temporal.ApplicationError
-			if errors.As(err, &app) && app.NonRetryable() {
-				st.Phase = "refused"
-				st.failed(ctx, err)
-				return ProducerResult{Status: st}, err
-			}
 			var canceled *temporal.CanceledError
 			if errors.As(err, &canceled) {
 				return ProducerResult{Status: st}, err
 			}
+			if st.failed(ctx, err) {
+				return ProducerResult{Status: st}, err
+			}
 			failures++
-			st.Phase = "retrying"
-			st.failed(ctx, err)
 			backoff := time.Duration(1<<min(failures, 6)) * time.Second
 			if serr := workflow.Sleep(ctx, backoff); serr != nil {
 				return ProducerResult{Status: st}, serr
@@ -189,13 +184,9 @@ func ProducerWorkflow(ctx workflow.Context, in ProducerInput) (ProducerResult, e
 				WorkflowID: workflow.GetInfo(ctx).WorkflowExecution.ID + "/rotate-" + itoa(st.Rotations+1) + "-" + workflow.GetInfo(ctx).WorkflowExecution.RunID[:8],
 			})
 			if err := workflow.ExecuteChildWorkflow(cctx, RotateWorkflow, in.ProducerParams).Get(ctx, &rot); err != nil {
-				var app *temporal.ApplicationError
-				if errors.As(err, &app) && app.NonRetryable() {
-					st.Phase, st.LastError = "refused", err.Error()
+				if st.failed(ctx, err) {
 					return ProducerResult{Status: st}, err
 				}
-				st.Phase = "retrying"
-				st.failed(ctx, err)
 				continue
 			}
 			st.Rotations++
@@ -205,9 +196,16 @@ func ProducerWorkflow(ctx workflow.Context, in ProducerInput) (ProducerResult, e
 	}
 }
 
-// failed records a failure the run will retry, or the refusal that ends it.
-func (st *ProducerStatus) failed(ctx workflow.Context, err error) {
+// failed records a failure and sets the phase: "retrying", or "refused"
+// for a refusal, which ends the run (then it reports true).
+func (st *ProducerStatus) failed(ctx workflow.Context, err error) (refused bool) {
 	st.LastError, st.LastErrorCode, st.LastErrorAt = err.Error(), errorCode(err), workflow.Now(ctx)
+	if isRefusal(err) {
+		st.Phase = "refused"
+		return true
+	}
+	st.Phase = "retrying"
+	return false
 }
 
 // Facts are the health facts the workflow itself knows: when its last

@@ -57,6 +57,13 @@ func shortActivity(ctx workflow.Context, summary string) workflow.Context {
 	})
 }
 
+// isRefusal reports whether an activity's or child's failure is a refusal:
+// a non-retryable application error, which ends the run.
+func isRefusal(err error) bool {
+	var app *temporal.ApplicationError
+	return errors.As(err, &app) && app.NonRetryable()
+}
+
 // errorCode returns the SLUICE-E code an activity's failure carries (its
 // application error type), or "".
 func errorCode(err error) string {
