@@ -51,12 +51,14 @@ type BrokerStart struct {
 	Tail string `json:"tail,omitempty"`
 }
 
-func (a *Activities) brokerTarget(ctx context.Context, p BrokerParams) (*chain.Chain, string, error) {
-	dsn, err := p.Target.Resolve()
+// chainAndTarget opens the chain and resolves the target's DSN (its
+// password reference is read here, in the worker).
+func (a *Activities) chainAndTarget(ctx context.Context, store StoreRef, target credentials.DSNRef) (*chain.Chain, string, error) {
+	dsn, err := target.Resolve()
 	if err != nil {
 		return nil, "", err
 	}
-	ch, err := a.openChain(ctx, p.Store)
+	ch, err := a.openChain(ctx, store)
 	if err != nil {
 		return nil, "", err
 	}
@@ -73,7 +75,7 @@ func (a *Activities) PrepareBroker(ctx context.Context, p BrokerStartParams) (Br
 }
 
 func (a *Activities) prepareBroker(ctx context.Context, p BrokerStartParams) (BrokerStart, error) {
-	ch, dsn, err := a.brokerTarget(ctx, p.BrokerParams)
+	ch, dsn, err := a.chainAndTarget(ctx, p.Store, p.Target)
 	if err != nil {
 		return BrokerStart{}, err
 	}
@@ -353,7 +355,7 @@ type BrokerApplyResult struct {
 // and applies one incremental exactly once, resuming from the target's
 // position when a previous attempt stopped inside it.
 func (a *Activities) ApplyBrokerIncremental(ctx context.Context, p BrokerApplyParams) (BrokerApplyResult, error) {
-	ch, dsn, err := a.brokerTarget(ctx, p.BrokerParams)
+	ch, dsn, err := a.chainAndTarget(ctx, p.Store, p.Target)
 	if err != nil {
 		return BrokerApplyResult{}, a.temporalError(err)
 	}
@@ -419,7 +421,7 @@ type JudgeResult struct {
 // refuses with SLUICE-E-BROKER-KEYLESS-TABLE. Changes without identity on
 // keyed tables are logged once as the WARN BROKER-UNIDENTIFIED-CHANGES.
 func (a *Activities) judgeBrokerIncremental(ctx context.Context, p BrokerApplyParams) (JudgeResult, error) {
-	ch, dsn, err := a.brokerTarget(ctx, p.BrokerParams)
+	ch, dsn, err := a.chainAndTarget(ctx, p.Store, p.Target)
 	if err != nil {
 		return JudgeResult{}, a.temporalError(err)
 	}

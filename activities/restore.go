@@ -119,11 +119,7 @@ type TargetParams struct {
 }
 
 func (a *Activities) openTarget(ctx context.Context, p TargetParams) (*chain.Chain, *chain.Manifest, string, error) {
-	dsn, err := p.Target.Resolve()
-	if err != nil {
-		return nil, nil, "", err
-	}
-	ch, err := a.openChain(ctx, p.Store)
+	ch, dsn, err := a.chainAndTarget(ctx, p.Store, p.Target)
 	if err != nil {
 		return nil, nil, "", err
 	}

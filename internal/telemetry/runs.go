@@ -42,67 +42,105 @@ const (
 )
 
 // TrackRuns exposes the verdicts of the runs tr follows as the sluice_run_*
-// series and through RunStatuses.
+// series and through RunStatuses. Every scrape judges the runs once and
+// reports all series from that one snapshot, so the one-hot verdict, the
+// stall cause and the ages always agree.
 func (t *Telemetry) TrackRuns(tr *health.Tracker) error {
 	t.runs.Store(tr)
-	_, err := t.meter.Int64ObservableGauge(MetricRunHealth,
-		metric.WithDescription("One-hot health verdict of each run this worker hosts."),
-		metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
-			for _, s := range t.RunStatuses() {
-				for _, v := range health.Verdicts {
-					n := int64(0)
-					if v == s.Verdict {
-						n = 1
-					}
-					o.Observe(n, metric.WithAttributes(attribute.String("role", s.Role), attribute.String("name", s.Name), attribute.String("verdict", v)))
-				}
-			}
-			return nil
-		}))
+	m := t.meter
+	healthGauge, err := m.Int64ObservableGauge(MetricRunHealth,
+		metric.WithDescription("One-hot health verdict of each run this worker hosts."))
 	if err != nil {
 		return err
 	}
-	_, err = t.meter.Int64ObservableGauge(MetricRunStallCause,
-		metric.WithDescription("1 for the cause of a stalled run; absent while the run is not stalled."),
-		metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
-			for _, s := range t.RunStatuses() {
-				if s.Verdict == health.Stalled {
-					o.Observe(1, metric.WithAttributes(attribute.String("role", s.Role), attribute.String("name", s.Name), attribute.String("cause", s.Cause)))
-				}
-			}
-			return nil
-		}))
+	cause, err := m.Int64ObservableGauge(MetricRunStallCause,
+		metric.WithDescription("1 for the cause of a stalled run; absent while the run is not stalled."))
 	if err != nil {
 		return err
 	}
-	_, err = t.meter.Float64ObservableGauge(MetricRunPollAge,
-		metric.WithDescription("Seconds since the run last looked for work."),
-		metric.WithFloat64Callback(func(_ context.Context, o metric.Float64Observer) error {
-			for _, s := range t.RunStatuses() {
-				if s.PollAgeSeconds < 0 {
-					continue
-				}
-				o.Observe(s.PollAgeSeconds, metric.WithAttributes(attribute.String("role", s.Role), attribute.String("name", s.Name)))
-			}
-			return nil
-		}))
+	pollAge, err := m.Float64ObservableGauge(MetricRunPollAge,
+		metric.WithDescription("Seconds since the run last looked for work."))
 	if err != nil {
 		return err
 	}
-	if err := t.trackRunProgress(); err != nil {
+	deliveryAge, err := m.Float64ObservableGauge(MetricRunDeliveryAge,
+		metric.WithDescription("Seconds since the run last delivered work."))
+	if err != nil {
 		return err
 	}
-	_, err = t.meter.Float64ObservableGauge(MetricRunDeliveryAge,
-		metric.WithDescription("Seconds since the run last delivered work."),
-		metric.WithFloat64Callback(func(_ context.Context, o metric.Float64Observer) error {
-			for _, s := range t.RunStatuses() {
-				if s.DeliveryAgeSecs >= 0 {
-					o.Observe(s.DeliveryAgeSecs, metric.WithAttributes(attribute.String("role", s.Role), attribute.String("name", s.Name)))
+	changes, err := m.Int64ObservableCounter("sluice_run_changes",
+		metric.WithDescription("Changes a run delivered through this worker (captured or applied)."))
+	if err != nil {
+		return err
+	}
+	linksBehind, err := m.Int64ObservableGauge(MetricBrokerLinksBehind,
+		metric.WithDescription("Incrementals the chain holds beyond a broker's position."))
+	if err != nil {
+		return err
+	}
+	secondsBehind, err := m.Float64ObservableGauge(MetricBrokerSecondsBehind,
+		metric.WithDescription("Age of the oldest incremental a broker has not applied yet (0 when caught up)."))
+	if err != nil {
+		return err
+	}
+	slotRetained, err := m.Int64ObservableGauge(MetricSlotRetained,
+		metric.WithDescription("WAL the producer's chain slot retains on the source."))
+	if err != nil {
+		return err
+	}
+	walStatus, err := m.Int64ObservableGauge(MetricSlotWalStatus,
+		metric.WithDescription("One-hot wal_status of the producer's chain slot."))
+	if err != nil {
+		return err
+	}
+	refusals, err := m.Int64ObservableCounter("sluice_refusals",
+		metric.WithDescription("Refusals (exit 2 and 3) this worker's activities returned, by code."))
+	if err != nil {
+		return err
+	}
+	_, err = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		for _, s := range t.RunStatuses() {
+			role, name := attribute.String("role", s.Role), attribute.String("name", s.Name)
+			run := metric.WithAttributes(role, name)
+			for _, v := range health.Verdicts {
+				o.ObserveInt64(healthGauge, oneHot(v == s.Verdict), metric.WithAttributes(role, name, attribute.String("verdict", v)))
+			}
+			if s.Verdict == health.Stalled {
+				o.ObserveInt64(cause, 1, metric.WithAttributes(role, name, attribute.String("cause", s.Cause)))
+			}
+			if s.PollAgeSeconds >= 0 {
+				o.ObserveFloat64(pollAge, s.PollAgeSeconds, run)
+			}
+			if s.DeliveryAgeSecs >= 0 {
+				o.ObserveFloat64(deliveryAge, s.DeliveryAgeSecs, run)
+			}
+			o.ObserveInt64(changes, s.Changes, run)
+			if s.Role == "broker" {
+				o.ObserveInt64(linksBehind, int64(s.LinksBehind), run)
+				o.ObserveFloat64(secondsBehind, s.SecondsBehind, run)
+			}
+			if s.Role == "producer" && s.SlotWalStatus != "" {
+				o.ObserveInt64(slotRetained, s.SlotRetainedBytes, run)
+				for _, w := range health.WalStatuses {
+					o.ObserveInt64(walStatus, oneHot(w == s.SlotWalStatus), metric.WithAttributes(role, name, attribute.String("status", w)))
 				}
 			}
-			return nil
-		}))
+		}
+		if tr := t.runs.Load(); tr != nil {
+			for code, n := range tr.Refusals() {
+				o.ObserveInt64(refusals, n, metric.WithAttributes(attribute.String("code", code)))
+			}
+		}
+		return nil
+	}, healthGauge, cause, pollAge, deliveryAge, changes, linksBehind, secondsBehind, slotRetained, walStatus, refusals)
 	return err
+}
+
+func oneHot(on bool) int64 {
+	if on {
+		return 1
+	}
+	return 0
 }
 
 // RunStatuses returns the verdicts of the tracked runs (none before TrackRuns).
@@ -112,92 +150,4 @@ func (t *Telemetry) RunStatuses() []health.Status {
 		return nil
 	}
 	return tr.Statuses()
-}
-
-func runAttrs(s health.Status) metric.MeasurementOption {
-	return metric.WithAttributes(attribute.String("role", s.Role), attribute.String("name", s.Name))
-}
-
-// trackRunProgress registers the progress series of the tracked runs.
-func (t *Telemetry) trackRunProgress() error {
-	if _, err := t.meter.Int64ObservableCounter("sluice_refusals",
-		metric.WithDescription("Refusals (exit 2 and 3) this worker's activities returned, by code."),
-		metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
-			if tr := t.runs.Load(); tr != nil {
-				for code, n := range tr.Refusals() {
-					o.Observe(n, metric.WithAttributes(attribute.String("code", code)))
-				}
-			}
-			return nil
-		})); err != nil {
-		return err
-	}
-	_, err := t.meter.Int64ObservableCounter("sluice_run_changes",
-		metric.WithDescription("Changes a run delivered through this worker (captured or applied)."),
-		metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
-			for _, s := range t.RunStatuses() {
-				o.Observe(s.Changes, runAttrs(s))
-			}
-			return nil
-		}))
-	if err != nil {
-		return err
-	}
-	_, err = t.meter.Int64ObservableGauge(MetricBrokerLinksBehind,
-		metric.WithDescription("Incrementals the chain holds beyond a broker's position."),
-		metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
-			for _, s := range t.RunStatuses() {
-				if s.Role == "broker" {
-					o.Observe(int64(s.LinksBehind), runAttrs(s))
-				}
-			}
-			return nil
-		}))
-	if err != nil {
-		return err
-	}
-	_, err = t.meter.Float64ObservableGauge(MetricBrokerSecondsBehind,
-		metric.WithDescription("Age of the oldest incremental a broker has not applied yet (0 when caught up)."),
-		metric.WithFloat64Callback(func(_ context.Context, o metric.Float64Observer) error {
-			for _, s := range t.RunStatuses() {
-				if s.Role == "broker" {
-					o.Observe(s.SecondsBehind, runAttrs(s))
-				}
-			}
-			return nil
-		}))
-	if err != nil {
-		return err
-	}
-	_, err = t.meter.Int64ObservableGauge(MetricSlotRetained,
-		metric.WithDescription("WAL the producer's chain slot retains on the source."),
-		metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
-			for _, s := range t.RunStatuses() {
-				if s.Role == "producer" && s.SlotWalStatus != "" {
-					o.Observe(s.SlotRetainedBytes, runAttrs(s))
-				}
-			}
-			return nil
-		}))
-	if err != nil {
-		return err
-	}
-	_, err = t.meter.Int64ObservableGauge(MetricSlotWalStatus,
-		metric.WithDescription("One-hot wal_status of the producer's chain slot."),
-		metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
-			for _, s := range t.RunStatuses() {
-				if s.Role != "producer" || s.SlotWalStatus == "" {
-					continue
-				}
-				for _, w := range health.WalStatuses {
-					n := int64(0)
-					if w == s.SlotWalStatus {
-						n = 1
-					}
-					o.Observe(n, metric.WithAttributes(attribute.String("role", s.Role), attribute.String("name", s.Name), attribute.String("status", w)))
-				}
-			}
-			return nil
-		}))
-	return err
 }
