@@ -141,19 +141,8 @@ func TestBrokerSurvivesWorkerKills(t *testing.T) {
 	src := testenv.CreateDB(t, "src")
 	testenv.Exec(t, src, workloadSchema)
 	chainURL := fileChain(t)
-	queue := fmt.Sprintf("%s-%s", h.taskQueue, "brokerkills")
-	wlog := &lockedBuffer{}
-	worker, err := startWorkerProc(queue, wlog)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { worker.stop() }()
-	defer func() {
-		if t.Failed() {
-			t.Logf("worker log:\n%s", tail(wlog.String(), 8192))
-		}
-	}()
-	q := func(args ...string) []string { return append([]string{"--task-queue", queue}, args...) }
+	worker := ownWorker(t, "brokerkills")
+	q := worker.args
 
 	// The chain: a full, then a workload of several hundred thousand changes.
 	mustSluice(t, q("backup", "full", "--source", testenv.DSN(src), "--target", chainURL, "--chain-slot")...)
@@ -208,9 +197,7 @@ func TestBrokerSurvivesWorkerKills(t *testing.T) {
 		worker.kill()
 		t.Logf("kill %d (lanes %d): last applied %s, applying %s, %d changes", i+1, lanes, short(st.LastApplied), short(st.Applying), st.ChangesApplied)
 		_ = cl.TerminateWorkflow(ctx, "broker/"+stream, "", "crash test: change --apply-concurrency")
-		if worker, err = startWorkerProc(queue, wlog); err != nil {
-			t.Fatal(err)
-		}
+		worker.restart()
 	}
 	run(4)
 	waitBrokerAt(t, stream, lastIncremental(t, chainURL, nil), 5*time.Minute)

@@ -1,17 +1,14 @@
 package integration
 
 import (
-	"context"
 	"crypto/rand"
 	"encoding/base64"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"go.temporal.io/sdk/client"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/sluicehq/sluice/internal/testenv"
 )
@@ -25,13 +22,8 @@ func TestEncryptedPayloads(t *testing.T) {
 		t.Fatal(err)
 	}
 	env := []string{"SLUICE_IT_PAYLOAD_KEY=" + base64.StdEncoding.EncodeToString(key), "SLUICE_PAYLOAD_KEY_ENV=SLUICE_IT_PAYLOAD_KEY"}
-	queue := h.taskQueue + "-codec"
-	log := &lockedBuffer{}
-	w, err := startWorkerProc(queue, log, env...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.stop()
+	w := ownWorker(t, "codec", env...)
+	queue, log := w.queue, w.log
 
 	src := testenv.CreateDB(t, "src")
 	testenv.Exec(t, src, `CREATE TABLE secretive (id int PRIMARY KEY, v text); INSERT INTO secretive VALUES (1, 'x');`)
@@ -51,26 +43,15 @@ func TestEncryptedPayloads(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	iter := cl.GetWorkflowHistory(ctx, "backup-full/"+chainURL, "", false, 0)
-	var raw strings.Builder
-	for iter.HasNext() {
-		ev, err := iter.Next()
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, _ := proto.Marshal(ev)
-		raw.Write(b)
-	}
+	raw, _ := rawHistory(t, cl, "backup-full/"+chainURL)
 	// The workflow ID and search attributes name the store by design; the
 	// payloads (the source DSN among them) must not be readable.
 	for _, clear := range []string{src, "127.0.0.1:5432"} {
-		if strings.Contains(raw.String(), clear) {
+		if strings.Contains(raw, clear) {
 			t.Errorf("%q appears in clear in the history", clear)
 		}
 	}
-	if !strings.Contains(raw.String(), "binary/sluice-aes256gcm") {
+	if !strings.Contains(raw, "binary/sluice-aes256gcm") {
 		t.Error("the history's payloads are not marked as encrypted")
 	}
 }

@@ -266,3 +266,46 @@ func openChainAt(t *testing.T, url string) (*chain.Chain, *chain.Catalog) {
 	}
 	return ch, cat
 }
+
+// ownedWorker is a worker on a task queue of one test's own, so the test can
+// kill it, restart it and read its log and metrics without touching others.
+type ownedWorker struct {
+	*workerProc
+	t     *testing.T
+	queue string
+	env   []string
+}
+
+// ownWorker starts a worker on a queue named after name; it stops when the
+// test ends, and its log is shown if the test failed.
+func ownWorker(t *testing.T, name string, extraEnv ...string) *ownedWorker {
+	t.Helper()
+	w := &ownedWorker{t: t, queue: fmt.Sprintf("%s-%s", h.taskQueue, name), env: extraEnv}
+	p, err := startWorkerProc(w.queue, &lockedBuffer{}, extraEnv...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.workerProc = p
+	t.Cleanup(func() {
+		w.stop()
+		if t.Failed() {
+			t.Logf("worker log (%s):\n%s", w.queue, tail(w.log.String(), 12000))
+		}
+	})
+	return w
+}
+
+// restart starts a new worker process on the same queue and log (after a kill).
+func (w *ownedWorker) restart() {
+	w.t.Helper()
+	p, err := startWorkerProc(w.queue, w.log, w.env...)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	w.workerProc = p
+}
+
+// args puts --task-queue in front of a sluice command's arguments.
+func (w *ownedWorker) args(args ...string) []string {
+	return append([]string{"--task-queue", w.queue}, args...)
+}

@@ -110,19 +110,8 @@ func streamScenario(t *testing.T, kills int) {
 	src := testenv.CreateDB(t, "src")
 	testenv.Exec(t, src, workloadSchema)
 	chainURL := "file://" + filepath.Join(t.TempDir(), "chain")
-	queue := fmt.Sprintf("%s-%s", h.taskQueue, strings.ToLower(t.Name()))
-	wlog := &lockedBuffer{}
-	worker, err := startWorkerProc(queue, wlog)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { worker.stop() }()
-	defer func() {
-		if t.Failed() {
-			t.Logf("worker log:\n%s", tail(wlog.String(), 8192))
-		}
-	}()
-	q := []string{"--task-queue", queue}
+	worker := ownWorker(t, strings.ToLower(t.Name()))
+	q := worker.args()
 	mustSluice(t, append(q, "backup", "full", "--source", testenv.DSN(src), "--target", chainURL, "--chain-slot")...)
 	mustSluice(t, append(q, "backup", "stream", "run", "--source", testenv.DSN(src), "--target", chainURL,
 		"--rollover-window", "1s", "--retain-rotate-at-chain-length", "5", "--detach")...)
@@ -142,9 +131,7 @@ func streamScenario(t *testing.T, kills int) {
 		time.Sleep(time.Duration(500+rng.Intn(1500)) * time.Millisecond)
 		worker.kill()
 		t.Logf("kill %d: worker killed at workload step %d", i+1, wl.progress())
-		if worker, err = startWorkerProc(queue, wlog); err != nil {
-			t.Fatal(err)
-		}
+		worker.restart()
 	}
 	if err := <-wlErr; err != nil {
 		t.Fatal(err)

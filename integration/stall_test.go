@@ -35,9 +35,7 @@ var (
 // stallRig is a producer and a broker on a worker of their own.
 type stallRig struct {
 	t                     *testing.T
-	queue                 string
-	worker                *workerProc
-	log                   *lockedBuffer
+	worker                *ownedWorker
 	src, dst              string
 	chainURL, stream      string
 	storeFlags            []string
@@ -45,18 +43,8 @@ type stallRig struct {
 }
 
 func newStallRig(t *testing.T, name, chainURL string, storeFlags []string) *stallRig {
-	r := &stallRig{t: t, queue: fmt.Sprintf("%s-%s-%d", h.taskQueue, name, time.Now().UnixNano()%1e6), log: &lockedBuffer{},
+	r := &stallRig{t: t, worker: ownWorker(t, fmt.Sprintf("%s-%d", name, time.Now().UnixNano()%1e6)),
 		chainURL: chainURL, storeFlags: storeFlags}
-	var err error
-	if r.worker, err = startWorkerProc(r.queue, r.log); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		r.worker.stop()
-		if t.Failed() {
-			t.Logf("worker log:\n%s", tail(r.log.String(), 12000))
-		}
-	})
 	r.src = testenv.CreateDB(t, "src")
 	r.dst = testenv.CreateDB(t, "dst")
 	testenv.Exec(t, r.src, `CREATE TABLE t (id int PRIMARY KEY, v text); INSERT INTO t SELECT i, 'v' FROM generate_series(1, 100) i`)
@@ -89,8 +77,7 @@ func terminate(id string) error {
 }
 
 func (r *stallRig) args(args ...string) []string {
-	out := append([]string{"--task-queue", r.queue}, args...)
-	return append(out, r.storeFlags...)
+	return append(r.worker.args(args...), r.storeFlags...)
 }
 
 func (r *stallRig) must(args ...string) result {
@@ -103,9 +90,9 @@ func (r *stallRig) cliVerdict(role string) (verdict, cause string, raw string) {
 	r.t.Helper()
 	var res result
 	if role == "producer" {
-		res = sluice(r.t, "--task-queue", r.queue, "backup", "stream", "status", "--target", r.chainURL, "--json")
+		res = sluice(r.t, r.worker.args("backup", "stream", "status", "--target", r.chainURL, "--json")...)
 	} else {
-		res = sluice(r.t, "--task-queue", r.queue, "sync", "from-backup", "status", "--stream-id", r.stream, "--json")
+		res = sluice(r.t, r.worker.args("sync", "from-backup", "status", "--stream-id", r.stream, "--json")...)
 	}
 	if res.exit != 0 {
 		return "", "", res.String()
@@ -258,12 +245,12 @@ func TestStallCausesTargetAndWorker(t *testing.T) {
 	r.insertSome(5000)
 	r.both("broker", "stalled", "target_refusing_apply", time.Minute)
 	r.awaitVerdict("/metrics", r.metricVerdict, "producer", "idle", "", 30*time.Second)
-	if !strings.Contains(r.log.String(), "cause=target_refusing_apply") {
-		t.Errorf("the worker logged no WARN naming the cause:\n%s", tail(r.log.String(), 4000))
+	if !strings.Contains(r.worker.log.String(), "cause=target_refusing_apply") {
+		t.Errorf("the worker logged no WARN naming the cause:\n%s", tail(r.worker.log.String(), 4000))
 	}
 	reopen()
 	r.both("broker", "idle", "", time.Minute)
-	if !strings.Contains(r.log.String(), "run recovered from stall") {
+	if !strings.Contains(r.worker.log.String(), "run recovered from stall") {
 		t.Errorf("the worker logged no recovery")
 	}
 	waitCaughtUp(t, r.src, time.Minute)
@@ -294,9 +281,7 @@ func TestStallCausesTargetAndWorker(t *testing.T) {
 	r.awaitVerdict("status", r.cliVerdict, "producer", "stalled", "poll_loop_not_turning", 30*time.Second)
 	r.awaitVerdict("status", r.cliVerdict, "broker", "not_running", "", time.Minute)
 	r.awaitVerdict("status", r.cliVerdict, "producer", "not_running", "", time.Minute)
-	if r.worker, err = startWorkerProc(r.queue, r.log); err != nil {
-		t.Fatal(err)
-	}
+	r.worker.restart()
 	stop = r.writing()
 	r.both("broker", "healthy", "", 2*time.Minute)
 	r.both("producer", "healthy", "", time.Minute)

@@ -132,16 +132,11 @@ func (rc *otlpReceiver) spans() []receivedSpan {
 // password in them.
 func TestTracingSpansReachCollector(t *testing.T) {
 	rc := startOTLPReceiver(t)
-	queue := h.taskQueue + "-tracing"
-	wlog := &lockedBuffer{}
 	// The worker takes the collector from the environment (the base-URL
 	// form, to which /v1/traces is appended) and compresses, as the
 	// exporter's own variable asks; the CLI takes it from its flag.
-	w, err := startWorkerProc(queue, wlog, "OTEL_EXPORTER_OTLP_ENDPOINT="+rc.url, "OTEL_EXPORTER_OTLP_COMPRESSION=gzip")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.stop()
+	w := ownWorker(t, "tracing", "OTEL_EXPORTER_OTLP_ENDPOINT="+rc.url, "OTEL_EXPORTER_OTLP_COMPRESSION=gzip")
+	queue, wlog := w.queue, w.log
 	if !strings.Contains(wlog.String(), "exporting trace spans") {
 		t.Errorf("the worker does not say it exports spans:\n%s", wlog)
 	}
