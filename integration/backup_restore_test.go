@@ -167,12 +167,7 @@ func TestRestoreIntoNonEmptyTargetRefused(t *testing.T) {
 
 func TestMissingSelectPrivilegeRefused(t *testing.T) {
 	src := testenv.CreateDB(t, "src")
-	testenv.Exec(t, src, `CREATE TABLE open_t (id int); CREATE TABLE secret_t (id int);
-		DO $$ BEGIN
-		  IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'sluice_it_noread') THEN
-		    CREATE ROLE sluice_it_noread LOGIN REPLICATION;
-		  END IF;
-		END $$;
+	testenv.Exec(t, src, loginRole("sluice_it_noread")+`CREATE TABLE open_t (id int); CREATE TABLE secret_t (id int);
 		GRANT SELECT ON open_t TO sluice_it_noread;`)
 	t.Cleanup(func() { testenv.Exec(t, src, `DROP OWNED BY sluice_it_noread`) })
 	dsn := strings.Replace(testenv.DSN(src), "postgres@", "sluice_it_noread@", 1)

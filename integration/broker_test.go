@@ -169,14 +169,7 @@ func TestBrokerSurvivesWorkerKills(t *testing.T) {
 	// Restore only the first segment's full, so every later link is applied
 	// by the broker, under kills.
 	ctx := context.Background()
-	bs, err := blobstore.Open(ctx, chainURL, blobstore.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cat, err := chain.Open(bs).LoadCatalog(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, cat := openChainAt(t, chainURL)
 	first := cat.Segments[0].Full.ID
 	mustSluice(t, q("restore", "--backup-target", chainURL, "--target", testenv.DSN(dst), "--through", first)...)
 	cl, err := client.Dial(client.Options{HostPort: h.temporal})

@@ -227,12 +227,7 @@ func TestProducerRefusals(t *testing.T) {
 	})
 	t.Run("missing publication privilege", func(t *testing.T) {
 		db := testenv.CreateDB(t, "nopub")
-		testenv.Exec(t, db, `CREATE TABLE t (id int PRIMARY KEY);
-			DO $$ BEGIN
-			  IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'sluice_it_repl') THEN
-			    CREATE ROLE sluice_it_repl LOGIN REPLICATION;
-			  END IF;
-			END $$;
+		testenv.Exec(t, db, loginRole("sluice_it_repl")+`CREATE TABLE t (id int PRIMARY KEY);
 			GRANT SELECT ON t TO sluice_it_repl;`)
 		t.Cleanup(func() { testenv.Exec(t, db, `DROP OWNED BY sluice_it_repl`) })
 		dsn := strings.Replace(testenv.DSN(db), "postgres@", "sluice_it_repl@", 1)

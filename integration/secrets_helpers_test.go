@@ -10,16 +10,22 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
+// loginRole is SQL that creates the login role name (with REPLICATION) unless
+// it exists; roles are cluster-wide, so tests share them.
+func loginRole(name string) string {
+	return fmt.Sprintf(`DO $$ BEGIN
+		  IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '%[1]s') THEN
+		    CREATE ROLE %[1]s LOGIN REPLICATION;
+		  END IF;
+		END $$;
+		`, name)
+}
+
 // passwordRole is SQL that (re)creates sluice_pw_user, a login role that
 // authenticates with sourcePassword over scram-sha-256 on 127.0.0.1 (the
 // services script adds that pg_hba rule).
 func passwordRole() string {
-	return fmt.Sprintf(`DO $$ BEGIN
-		  IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'sluice_pw_user') THEN
-		    CREATE ROLE sluice_pw_user LOGIN REPLICATION;
-		  END IF;
-		END $$;
-		ALTER ROLE sluice_pw_user PASSWORD '%s';`, sourcePassword)
+	return loginRole("sluice_pw_user") + fmt.Sprintf(`ALTER ROLE sluice_pw_user PASSWORD '%s';`, sourcePassword)
 }
 
 // asPasswordUser returns dsn with sluice_pw_user as its user.
