@@ -103,21 +103,10 @@ SEED_ITEM=100000
 SEED_PAIR=100000
 SEED_BLOB=1000
 
-log() { printf '[apply %s] %s\n' "$(date +%T)" "$*" >&2; }
-die() {
-	printf '\napply: FAILED: %s\n\n' "$*" >&2
-	exit 1
-}
-dsn() { printf '%s/%s?sslmode=disable' "$PG" "$1"; }
-sql() { # sql DB [psql args...]
-	local db=$1
-	shift
-	PGOPTIONS='-c client_min_messages=warning' psql "$(dsn "$db")" -X -q -At -v ON_ERROR_STOP=1 "$@"
-}
-now() { date +%s.%N; }
-secs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", b - a }'; }
+BENCH_NAME=apply
+# shellcheck source=bench/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 rate() { awk -v n="$1" -v s="$2" 'BEGIN { printf "%.0f", (s > 0 ? n / s : 0) }'; }
-db_exists() { [[ $(sql postgres -c "SELECT count(*) FROM pg_database WHERE datname = '$1'") == 1 ]]; }
 wf_status() { # wf_status WORKFLOW_ID: RUNNING, COMPLETED, ... or NONE
 	temporal workflow describe -w "$1" -o json 2>/dev/null |
 		jq -r '.workflowExecutionInfo.status // "NONE" | sub("WORKFLOW_EXECUTION_STATUS_"; "")' 2>/dev/null || echo NONE
@@ -199,28 +188,6 @@ restart_worker() {
 }
 hwm_mib() { awk '/^VmHWM:/ { printf "%.1f", $2 / 1024 }' "/proc/$1/status"; }
 
-# ticks PID: utime + stime of a process (0 when gone).
-ticks() {
-	[[ -n ${1:-} && -r /proc/$1/stat ]] || {
-		echo 0
-		return
-	}
-	{ sed 's/^.*) //' "/proc/$1/stat" 2>/dev/null || true; } | awk '{ t = $12 + $13 } END { print t + 0 }'
-}
-# pg_ticks: the whole PostgreSQL server: live children plus the reaped ones.
-pg_ticks() {
-	local pm sum p
-	pm=$(head -n 1 "$PGDATA_DIR/postmaster.pid" 2>/dev/null || true)
-	[[ -n $pm && -r /proc/$pm/stat ]] || {
-		echo 0
-		return
-	}
-	sum=$(sed 's/^.*) //' "/proc/$pm/stat" | awk '{ print $12 + $13 + $14 + $15 }')
-	for p in $(pgrep -P "$pm"); do
-		sum=$((sum + $(ticks "$p")))
-	done
-	echo "$sum"
-}
 temporal_pid() { pgrep -o -f 'temporal server start-dev' || true; }
 # machine_ticks: "busy total" ticks of all CPUs (/proc/stat; idle and iowait are not busy).
 machine_ticks() { awk '$1 == "cpu" { t = 0; for (i = 2; i <= 9; i++) t += $i; print t - $5 - $6, t; exit }' /proc/stat; }

@@ -71,20 +71,9 @@ SEED_NARROW=100000
 SEED_LOG=2000
 HZ=$(getconf CLK_TCK)
 
-log() { printf '[capture %s] %s\n' "$(date +%T)" "$*" >&2; }
-die() {
-	printf '\ncapture: FAILED: %s\n\n' "$*" >&2
-	exit 1
-}
-dsn() { printf '%s/%s?sslmode=disable' "$PG" "$1"; }
-sql() { # sql DB [psql args...]
-	local db=$1
-	shift
-	psql "$(dsn "$db")" -X -q -At -v ON_ERROR_STOP=1 "$@"
-}
-now() { date +%s.%N; }
-secs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", b - a }'; }
-db_exists() { [[ $(sql postgres -c "SELECT count(*) FROM pg_database WHERE datname = '$1'") == 1 ]]; }
+BENCH_NAME=capture
+# shellcheck source=bench/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 # --- clean up (idempotent: at start, at the end, and on failure) -----------
 
@@ -162,32 +151,6 @@ worker_pid() {
 	else
 		pgrep -o -x sluice-worker || true
 	fi
-}
-
-# ticks PID: user + system CPU ticks of a process (0 when gone).
-ticks() {
-	[[ -n $1 && -r /proc/$1/stat ]] || {
-		echo 0
-		return
-	}
-	# Fields after the command name (which may hold spaces): utime is 14, stime 15.
-	sed 's/^.*) //' "/proc/$1/stat" | awk '{ print $12 + $13 }'
-}
-
-# pg_ticks: CPU ticks of the whole PostgreSQL server: live processes plus the
-# children the postmaster reaped (its cutime + cstime).
-pg_ticks() {
-	local pm total=0 p
-	pm=$(head -n 1 "$PGDATA_DIR/postmaster.pid" 2>/dev/null || true)
-	[[ -n $pm && -r /proc/$pm/stat ]] || {
-		echo 0
-		return
-	}
-	total=$(sed 's/^.*) //' "/proc/$pm/stat" | awk '{ print $12 + $13 + $14 + $15 }')
-	for p in $(pgrep -P "$pm"); do
-		total=$((total + $(ticks "$p")))
-	done
-	echo "$total"
 }
 
 # --- schema and data -----------------------------------------------------

@@ -71,20 +71,10 @@ DST_PG=sluice_bench_dst_pg
 WARM_DB=sluice_bench_dst_warmup
 TEMP_DBS=("$DST_SLUICE" "$DST_PG" "$WARM_DB")
 
-log() { printf '[bench %s] %s\n' "$(date +%T)" "$*" >&2; }
-die() {
-	printf '\nbench: FAILED: %s\n\n' "$*" >&2
-	exit 1
-}
-dsn() { printf '%s/%s?sslmode=disable' "$PG" "$1"; }
-sql() { # sql DB [psql args...]
-	local db=$1
-	shift
-	PGOPTIONS='-c client_min_messages=warning' psql "$(dsn "$db")" -X -v ON_ERROR_STOP=1 -qtA "$@"
-}
-now() { date +%s.%N; }
+BENCH_NAME=bench
+# shellcheck source=bench/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 calc() { awk "BEGIN { printf \"%.${2:-3}f\", $1 }"; }
-db_exists() { [[ $(sql postgres -c "SELECT count(*) FROM pg_database WHERE datname = '$1'") == 1 ]]; }
 drop_db() { sql postgres -c "DROP DATABASE IF EXISTS $1 WITH (FORCE)"; }
 fresh_db() {
 	drop_db "$1"
