@@ -32,6 +32,33 @@ func TestWorkerReportsRunHealth(t *testing.T) {
 	defer stopBroker(t, chainURL, stream)
 	waitBrokerAt(t, stream, incID, time.Minute)
 
+	// The producer's first window may append a link after the broker reached
+	// incID, so read until the broker has caught up with whatever the chain
+	// holds: healthy, changes counted, nothing behind, and /metrics saying the
+	// same of the same run.
+	var found *health.Status
+	var missing []string
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(300 * time.Millisecond) {
+		found, missing = brokerAndMetrics(t, stream, chainURL)
+		if found != nil && found.Verdict == health.Healthy && found.Changes > 0 && found.LinksBehind == 0 && len(missing) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			if found == nil {
+				t.Fatalf("/status does not list broker %s", stream)
+			}
+			t.Fatalf("want a healthy broker with its changes counted and nothing behind, and /metrics saying so; got %+v, /metrics lacks %q", *found, missing)
+		}
+	}
+	if found.PollAgeSeconds > 60 || found.DeliveryAgeSecs <= 0 {
+		t.Fatalf("want a recent poll and a delivery, got %+v", *found)
+	}
+}
+
+// brokerAndMetrics reads the worker's /status entry for the broker stream and
+// names the lines /metrics lacks for it and for the producer on chainURL.
+func brokerAndMetrics(t *testing.T, stream, chainURL string) (*health.Status, []string) {
+	t.Helper()
 	var st struct {
 		Runs []health.Status `json:"runs"`
 	}
@@ -45,30 +72,21 @@ func TestWorkerReportsRunHealth(t *testing.T) {
 		}
 	}
 	if found == nil {
-		t.Fatalf("/status does not list broker %s: %+v", stream, st.Runs)
+		return nil, nil
 	}
-	if found.Verdict != health.Healthy || found.PollAgeSeconds > 60 || found.DeliveryAgeSecs <= 0 {
-		t.Fatalf("want a healthy broker with a recent poll and delivery, got %+v", *found)
-	}
-	if found.Changes == 0 || found.LinksBehind != 0 {
-		t.Fatalf("want the applied changes counted and nothing behind, got %+v", *found)
-	}
-	var metrics string
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(300 * time.Millisecond) {
-		// The producer reports its slot when its first window ends.
-		if metrics = adminGet(t, "/metrics"); strings.Contains(metrics, `sluice_slot_wal_status{name="`+chainURL) {
-			break
-		}
-	}
+	metrics := adminGet(t, "/metrics")
+	var missing []string
 	for _, want := range []string{
 		fmt.Sprintf(`sluice_run_health{name="%s",role="broker",verdict="healthy"} 1`, stream),
 		fmt.Sprintf(`sluice_run_changes_total{name="%s",role="broker"} %d`, stream, found.Changes),
 		fmt.Sprintf(`sluice_broker_links_behind{name="%s",role="broker"} 0`, stream),
+		// The producer reports its slot when its first window ends.
 		fmt.Sprintf(`sluice_slot_wal_status{name="%s",role="producer",status="reserved"} 1`, chainURL),
 		fmt.Sprintf(`sluice_slot_retained_bytes{name="%s",role="producer"}`, chainURL),
 	} {
 		if !strings.Contains(metrics, want) {
-			t.Errorf("/metrics lacks %q", want)
+			missing = append(missing, want)
 		}
 	}
+	return found, missing
 }
