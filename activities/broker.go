@@ -266,6 +266,7 @@ type WaitResult struct {
 // stop marker for the stream appears, or MaxWait passes. It heartbeats, so a
 // quiet chain costs no history while it waits.
 func (a *Activities) WaitForLinks(ctx context.Context, p WaitParams) (WaitResult, error) {
+	defer a.Health.Running(brokerKey(p.Stream))()
 	res, err := a.waitForLinks(ctx, p)
 	a.failed(brokerKey(p.Stream), err)
 	return res, a.temporalError(err)
@@ -282,8 +283,14 @@ func (a *Activities) waitForLinks(ctx context.Context, p WaitParams) (WaitResult
 	deadline := time.Now().Add(p.MaxWait)
 	k := brokerKey(p.Stream)
 	a.Health.Configure(k, p.Health)
+	// Heartbeats go on while a catalog read blocks on a store that does not
+	// answer (the store client's own timeouts bound it), so the run reads
+	// stalled, not gone, and no second attempt starts beside a blocked one.
+	details := func() any { return a.runDetails(k, p.Health, map[string]any{"waiting_after": p.After}) }
+	stop := a.heartbeat(ctx, details)
+	defer stop()
 	for {
-		activity.RecordHeartbeat(ctx, a.runDetails(k, p.Health, map[string]any{"waiting_after": p.After}))
+		activity.RecordHeartbeat(ctx, details())
 		cat, err := ch.LoadCatalog(ctx)
 		if err != nil {
 			return WaitResult{}, err
@@ -355,6 +362,7 @@ type BrokerApplyResult struct {
 // and applies one incremental exactly once, resuming from the target's
 // position when a previous attempt stopped inside it.
 func (a *Activities) ApplyBrokerIncremental(ctx context.Context, p BrokerApplyParams) (BrokerApplyResult, error) {
+	defer a.Health.Running(brokerKey(p.Stream))()
 	ch, dsn, err := a.chainAndTarget(ctx, p.Store, p.Target)
 	if err != nil {
 		return BrokerApplyResult{}, a.temporalError(err)
@@ -397,6 +405,7 @@ func (a *Activities) ApplyBrokerIncremental(ctx context.Context, p BrokerApplyPa
 	}
 	a.Health.Delivered(k)
 	a.Health.Counted(k, r.Applied)
+	a.Health.AppliedLink(k)
 	return BrokerApplyResult{Applied: r.Applied, Skipped: r.Skipped, Resumed: r.Resumed}, nil
 }
 

@@ -98,6 +98,7 @@ func stopPoller(ctx context.Context, ch *chain.Chain, after time.Time) (poll fun
 // retry resumes from whatever the catalog names, so a window is never
 // committed twice and nothing is skipped.
 func (a *Activities) CaptureWindow(ctx context.Context, p WindowParams) (WindowResult, error) {
+	defer a.Health.Running(producerKey(p.Store))()
 	ch, o, err := a.producerOptions(ctx, p.ProducerParams)
 	if err != nil {
 		return WindowResult{}, a.temporalError(err)
@@ -139,6 +140,7 @@ func (a *Activities) CaptureWindow(ctx context.Context, p WindowParams) (WindowR
 // RotateSegment closes the tip segment at a new full's anchor and starts a
 // new segment with that full, in one catalog write.
 func (a *Activities) RotateSegment(ctx context.Context, p ProducerParams) (producer.Result, error) {
+	defer a.Health.Running(producerKey(p.Store))()
 	ch, o, err := a.producerOptions(ctx, p)
 	if err != nil {
 		return producer.Result{}, a.temporalError(err)

@@ -32,10 +32,9 @@ func TestWorkerReportsRunHealth(t *testing.T) {
 	defer stopBroker(t, chainURL, stream)
 	waitBrokerAt(t, stream, incID, time.Minute)
 
-	// The producer's first window may append a link after the broker reached
-	// incID, so read until the broker has caught up with whatever the chain
-	// holds: healthy, changes counted, nothing behind, and /metrics saying the
-	// same of the same run.
+	// The broker's lag is measured when it polls, so read until it has
+	// polled since it reached incID: healthy, changes counted, nothing
+	// behind, and /metrics saying the same of the same run.
 	var found *health.Status
 	var missing []string
 	for deadline := time.Now().Add(time.Minute); ; time.Sleep(300 * time.Millisecond) {

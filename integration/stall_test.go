@@ -28,8 +28,8 @@ import (
 
 // fast thresholds for the runs these tests start.
 var (
-	brokerHealthFlags   = []string{"--poll-interval", "500ms", "--health-poll-stall", "3s", "--health-delivery-stall", "6s", "--health-not-running", "20s"}
-	producerHealthFlags = []string{"--rollover-window", "1s", "--health-poll-stall", "4s", "--health-delivery-stall", "8s", "--health-not-running", "20s"}
+	brokerHealthFlags   = []string{"--poll-interval", "500ms", "--health-poll-stall", "3s", "--health-delivery-stall", "6s", "--health-not-running", "30s"}
+	producerHealthFlags = []string{"--rollover-window", "1s", "--health-poll-stall", "4s", "--health-delivery-stall", "8s", "--health-not-running", "30s"}
 )
 
 // stallRig is a producer and a broker on a worker of their own.
@@ -279,8 +279,8 @@ func TestStallCausesTargetAndWorker(t *testing.T) {
 	r.worker.kill()
 	r.awaitVerdict("status", r.cliVerdict, "broker", "stalled", "poll_loop_not_turning", 30*time.Second)
 	r.awaitVerdict("status", r.cliVerdict, "producer", "stalled", "poll_loop_not_turning", 30*time.Second)
-	r.awaitVerdict("status", r.cliVerdict, "broker", "not_running", "", time.Minute)
-	r.awaitVerdict("status", r.cliVerdict, "producer", "not_running", "", time.Minute)
+	r.awaitVerdict("status", r.cliVerdict, "broker", "not_running", "", 2*time.Minute)
+	r.awaitVerdict("status", r.cliVerdict, "producer", "not_running", "", 2*time.Minute)
 	r.worker.restart()
 	stop = r.writing()
 	r.both("broker", "healthy", "", 2*time.Minute)
@@ -303,8 +303,11 @@ func TestStallCauseBlockedStore(t *testing.T) {
 	flags := []string{"--backup-endpoint", "http://" + proxy.addr(), "--backup-path-style", "--backup-region", "us-east-1"}
 	r := newStallRig(t, "stall-store", url, flags)
 
-	r.insertSome(2000)
+	// Healthy lasts a poll threshold after each delivery: keep writing
+	// while both readers look.
+	stop := r.writing()
 	r.both("broker", "healthy", "", time.Minute)
+	stop()
 	r.both("producer", "idle", "", 30*time.Second)
 
 	proxy.block()
@@ -312,6 +315,11 @@ func TestStallCauseBlockedStore(t *testing.T) {
 	r.insertSome(3000)
 	r.both("producer", "stalled", "poll_loop_not_turning", time.Minute)
 	r.both("broker", "stalled", "poll_loop_not_turning", time.Minute)
+	// The worker still runs both, blocked: past the not-running threshold
+	// they read stalled, never not_running.
+	time.Sleep(35 * time.Second)
+	r.both("producer", "stalled", "poll_loop_not_turning", 10*time.Second)
+	r.both("broker", "stalled", "poll_loop_not_turning", 10*time.Second)
 	proxy.unblock()
 	r.both("producer", "idle", "", 2*time.Minute)
 	r.both("broker", "idle", "", 2*time.Minute)

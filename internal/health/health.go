@@ -198,6 +198,17 @@ type run struct {
 	secondsBehind float64
 	slotRetained  int64
 	walStatus     string
+	// attempts counts this run's activity attempts executing on this
+	// worker; while one is, the run is reported (alive), however long the
+	// attempt's current call blocks.
+	attempts int
+}
+
+// alive refreshes a run's report time while one of its attempts executes.
+func (r *run) alive(now time.Time) {
+	if r.attempts > 0 {
+		r.facts.ReportedAt = now
+	}
 }
 
 // Status is one run's verdict and the measurements behind it.
@@ -290,6 +301,45 @@ func (t *Tracker) Counted(k Key, changes int64) {
 	t.update(k, func(r *run, _ time.Time) { r.changes += changes })
 }
 
+// Running records that an attempt of run k executes on this worker until the
+// returned done is called. While one does, the run counts as reported: a
+// poll blocked on an unreachable store is a stalled run, not one nobody runs.
+func (t *Tracker) Running(k Key) (done func()) {
+	if t == nil {
+		return func() {}
+	}
+	t.mu.Lock()
+	r := t.get(k)
+	r.attempts++
+	t.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			t.mu.Lock()
+			defer t.mu.Unlock()
+			// A run that ended (and perhaps began again) since is not
+			// this attempt's to count down.
+			if t.runs[k] == r {
+				r.attempts--
+				r.facts.ReportedAt = t.now()
+			}
+		})
+	}
+}
+
+// AppliedLink records that a broker applied one of the links it was behind
+// by, so its lag reads right before its next poll measures it again.
+func (t *Tracker) AppliedLink(k Key) {
+	t.update(k, func(r *run, _ time.Time) {
+		if r.linksBehind > 0 {
+			r.linksBehind--
+		}
+		if r.linksBehind == 0 {
+			r.secondsBehind = 0
+		}
+	})
+}
+
 // Behind records how far a broker is behind the chain.
 func (t *Tracker) Behind(k Key, links int, seconds float64) {
 	t.update(k, func(r *run, _ time.Time) { r.linksBehind, r.secondsBehind = links, seconds })
@@ -314,6 +364,7 @@ func (t *Tracker) Facts(k Key) Facts {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if r := t.runs[k]; r != nil {
+		r.alive(t.now())
 		return r.facts
 	}
 	return Facts{}
@@ -341,6 +392,7 @@ func (t *Tracker) Statuses() []Status {
 	now := t.now()
 	out := make([]Status, 0, len(t.runs))
 	for k, r := range t.runs {
+		r.alive(now)
 		if now.Sub(r.facts.ReportedAt) > r.th.WithDefaults().NotRunning+ForgetAfter {
 			// Gone for good (moved to another worker, or ended by a
 			// refusal): its series leave this worker's metrics.

@@ -206,3 +206,55 @@ func TestCauseOfCodes(t *testing.T) {
 		}
 	}
 }
+
+// A run whose attempt is still executing on the worker is reported however
+// long its current call blocks: stalled, never not_running; once the attempt
+// ends its silence counts again.
+func TestRunningAttemptIsReported(t *testing.T) {
+	tr, c, _ := newTest()
+	k := Key{Role: "broker", Name: "blocked"}
+	tr.Configure(k, Thresholds{PollStall: 4 * time.Second, DeliveryStall: 8 * time.Second, NotRunning: 12 * time.Second})
+	done := tr.Running(k)
+	tr.Polled(k, false)
+	c.add(time.Minute)
+	if s := verdictOf(t, tr, k); s.Verdict != Stalled || s.Cause != CausePollLoopNotTurning || s.LastReportAgeSec != 0 {
+		t.Fatalf("an attempt blocked for a minute is stalled, not gone; got %+v", s)
+	}
+	if f := tr.Facts(k); !f.ReportedAt.Equal(c.now()) {
+		t.Fatalf("heartbeat facts of a live attempt carry a fresh report time, got %v", f.ReportedAt)
+	}
+	done()
+	done() // a second call changes nothing
+	c.add(13 * time.Second)
+	if s := verdictOf(t, tr, k); s.Verdict != NotRunning {
+		t.Fatalf("13s after its last attempt ended, with a 12s threshold: want not_running, got %+v", s)
+	}
+	// An attempt of a run that ended meanwhile does not count down the
+	// attempts of the run that began again.
+	old := tr.Running(k)
+	tr.Ended(k)
+	again := tr.Running(k)
+	old()
+	c.add(time.Minute)
+	if s := verdictOf(t, tr, k); s.Verdict == NotRunning {
+		t.Fatalf("the new run's attempt still executes; got %+v", s)
+	}
+	again()
+}
+
+// A broker that applied the links it was behind by reads nothing behind
+// before its next poll.
+func TestAppliedLinkCountsDown(t *testing.T) {
+	tr, _, _ := newTest()
+	k := Key{Role: "broker", Name: "lag"}
+	tr.Behind(k, 2, 30)
+	tr.AppliedLink(k)
+	if s := verdictOf(t, tr, k); s.LinksBehind != 1 || s.SecondsBehind != 30 {
+		t.Fatalf("one of two applied: want 1 behind (age as last measured), got %+v", s)
+	}
+	tr.AppliedLink(k)
+	tr.AppliedLink(k)
+	if s := verdictOf(t, tr, k); s.LinksBehind != 0 || s.SecondsBehind != 0 {
+		t.Fatalf("all applied: want nothing behind, got %+v", s)
+	}
+}
