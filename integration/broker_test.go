@@ -68,6 +68,19 @@ func brokerStatus(t *testing.T, cl client.Client, stream string) (workflows.Brok
 // waitBrokerAt waits until the broker's position records want as applied.
 func waitBrokerAt(t *testing.T, stream, want string, within time.Duration) {
 	t.Helper()
+	waitBroker(t, stream, func() string { return want }, within)
+}
+
+// waitBrokerAtTip waits until the broker has applied the chain's last
+// incremental, read again on every poll: a producer still streaming may
+// append one more (a commit that landed late) after the test first looked.
+func waitBrokerAtTip(t *testing.T, stream, chainURL string, storeFlags []string, within time.Duration) {
+	t.Helper()
+	waitBroker(t, stream, func() string { return lastIncremental(t, chainURL, storeFlags) }, within)
+}
+
+func waitBroker(t *testing.T, stream string, target func() string, within time.Duration) {
+	t.Helper()
 	cl, err := client.Dial(client.Options{HostPort: h.temporal})
 	if err != nil {
 		t.Fatal(err)
@@ -75,7 +88,9 @@ func waitBrokerAt(t *testing.T, stream, want string, within time.Duration) {
 	defer cl.Close()
 	deadline := time.Now().Add(within)
 	var last workflows.BrokerStatus
+	var want string
 	for time.Now().Before(deadline) {
+		want = target()
 		st, err := brokerStatus(t, cl, stream)
 		if err == nil {
 			last = st
@@ -431,10 +446,11 @@ func TestBrokerInterruptInsideAnIncrementalResumesExactlyOnce(t *testing.T) {
 	r := make(chan result, 1)
 	mustSluice(t, "sync", "from-backup", "stop", "--backup-target", chainURL, "--stream-id", stream)
 	waitWorkflowEnd(t, "broker/"+stream, time.Minute)
+	prev := runIDOf(t, "broker/"+stream)
 	go func() {
 		r <- sluice(t, "sync", "from-backup", "run", "--backup-target", chainURL, "--target", testenv.DSN(dst), "--stream-id", stream, "--poll-interval", "300ms")
 	}()
-	time.Sleep(2 * time.Second)
+	waitNewRun(t, "broker/"+stream, prev, time.Minute)
 	mustSluice(t, "sync", "from-backup", "stop", "--backup-target", chainURL, "--stream-id", stream)
 	if res := <-r; res.exit != 0 {
 		t.Fatalf("a stopped broker must exit 0: %s", res)

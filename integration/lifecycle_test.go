@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 
 	"github.com/sluicehq/sluice/internal/testenv"
@@ -98,4 +99,40 @@ func waitWorkflowEnd(t *testing.T, id string, within time.Duration) {
 	if err := cl.GetWorkflow(ctx, id, "").Get(ctx, nil); err != nil {
 		t.Fatalf("workflow %s: %v", id, err)
 	}
+}
+
+// runIDOf returns the run ID of workflow id's latest run ("" if none).
+func runIDOf(t *testing.T, id string) string {
+	t.Helper()
+	cl, err := client.Dial(client.Options{HostPort: h.temporal})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	d, err := cl.DescribeWorkflowExecution(context.Background(), id, "")
+	if err != nil {
+		return ""
+	}
+	return d.GetWorkflowExecutionInfo().GetExecution().GetRunId()
+}
+
+// waitNewRun waits until workflow id runs again, in a run other than prev.
+func waitNewRun(t *testing.T, id, prev string, within time.Duration) {
+	t.Helper()
+	cl, err := client.Dial(client.Options{HostPort: h.temporal})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	for deadline := time.Now().Add(within); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		d, err := cl.DescribeWorkflowExecution(context.Background(), id, "")
+		if err != nil {
+			continue
+		}
+		info := d.GetWorkflowExecutionInfo()
+		if info.GetExecution().GetRunId() != prev && info.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+			return
+		}
+	}
+	t.Fatalf("workflow %s did not start a new run within %s", id, within)
 }

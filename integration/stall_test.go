@@ -254,7 +254,7 @@ func TestStallCausesTargetAndWorker(t *testing.T) {
 		t.Errorf("the worker logged no recovery")
 	}
 	waitCaughtUp(t, r.src, time.Minute)
-	waitBrokerAt(t, r.stream, lastIncremental(t, r.chainURL, nil), time.Minute)
+	waitBrokerAtTip(t, r.stream, r.chainURL, nil, time.Minute)
 	requireSameRows(t, r.src, r.dst)
 
 	// A lock on the target holds the apply: the loop turns, nothing commits.
@@ -287,7 +287,7 @@ func TestStallCausesTargetAndWorker(t *testing.T) {
 	r.both("producer", "healthy", "", time.Minute)
 	stop()
 	waitCaughtUp(t, r.src, time.Minute)
-	waitBrokerAt(t, r.stream, lastIncremental(t, r.chainURL, nil), time.Minute)
+	waitBrokerAtTip(t, r.stream, r.chainURL, nil, time.Minute)
 	requireSameRows(t, r.src, r.dst)
 }
 
@@ -335,7 +335,7 @@ func TestStallCauseBlockedStore(t *testing.T) {
 	r.both("producer", "idle", "", 2*time.Minute)
 	r.both("broker", "idle", "", 2*time.Minute)
 	waitCaughtUp(t, r.src, time.Minute)
-	waitBrokerAt(t, r.stream, lastIncremental(t, r.chainURL, []string{"--backup-endpoint", ep}), time.Minute)
+	waitBrokerAtTip(t, r.stream, r.chainURL, []string{"--backup-endpoint", ep}, time.Minute)
 	requireSameRows(t, r.src, r.dst)
 }
 

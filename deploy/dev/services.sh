@@ -150,6 +150,15 @@ ensure_postgres() {
 		fi
 	done
 
+	# An interrupted slot-invalidation test can leave a tiny WAL allowance
+	# for slots behind (ALTER SYSTEM survives restarts); it would invalidate
+	# every later chain slot. Slots keep all the WAL they need here.
+	if [[ $(psql_ -c 'SHOW max_slot_wal_keep_size') != -1 ]]; then
+		psql_ -c 'ALTER SYSTEM RESET max_slot_wal_keep_size'
+		psql_ -c 'SELECT pg_reload_conf()' >/dev/null
+		log "postgres: max_slot_wal_keep_size reset to its default (unlimited)"
+	fi
+
 	# TLS on loopback, so the tests can show a DSN asking for TLS gets it
 	# (and is refused, never downgraded, where it cannot). ssl reloads.
 	if [[ $(psql_ -c 'SHOW ssl') == on ]]; then
