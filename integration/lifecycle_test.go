@@ -109,11 +109,11 @@ func runIDOf(t *testing.T, id string) string {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	d, err := cl.DescribeWorkflowExecution(context.Background(), id, "")
-	if err != nil {
+	d, err := cl.DescribeWorkflow(context.Background(), id, "")
+	if err != nil || d.RawResponse == nil {
 		return ""
 	}
-	return d.GetWorkflowExecutionInfo().GetExecution().GetRunId()
+	return d.RawResponse.GetWorkflowExecutionInfo().GetExecution().GetRunId()
 }
 
 // waitNewRun waits until workflow id runs again, in a run other than prev.
@@ -125,11 +125,11 @@ func waitNewRun(t *testing.T, id, prev string, within time.Duration) {
 	}
 	defer cl.Close()
 	for deadline := time.Now().Add(within); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
-		d, err := cl.DescribeWorkflowExecution(context.Background(), id, "")
-		if err != nil {
+		d, err := cl.DescribeWorkflow(context.Background(), id, "")
+		if err != nil || d.RawResponse == nil {
 			continue
 		}
-		info := d.GetWorkflowExecutionInfo()
+		info := d.RawResponse.GetWorkflowExecutionInfo()
 		if info.GetExecution().GetRunId() != prev && info.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
 			return
 		}
