@@ -427,8 +427,9 @@ type JudgeResult struct {
 // JudgeBrokerIncremental judges an incremental before any of it is applied:
 // every table it touches must have a key the replayed rows carry, or the
 // replay must be exactly-once through identities and marks; otherwise it
-// refuses with SLUICE-E-BROKER-KEYLESS-TABLE. Changes without identity on
-// keyed tables are logged once as the WARN BROKER-UNIDENTIFIED-CHANGES.
+// refuses with SLUICE-E-BROKER-KEYLESS-TABLE. It counts the changes without
+// identity on keyed tables; the workflow logs them once the incremental is
+// applied (the WARN BROKER-UNIDENTIFIED-CHANGES).
 func (a *Activities) judgeBrokerIncremental(ctx context.Context, p BrokerApplyParams) (JudgeResult, error) {
 	ch, dsn, err := a.chainAndTarget(ctx, p.Store, p.Target)
 	if err != nil {
@@ -446,10 +447,6 @@ func (a *Activities) judgeBrokerIncremental(ctx context.Context, p BrokerApplyPa
 	j, err := pgtarget.JudgeIncremental(ctx, conn, ch, m, schema)
 	if err != nil {
 		return JudgeResult{}, a.temporalError(err)
-	}
-	if j.Unidentified > 0 {
-		activity.GetLogger(ctx).Warn("BROKER-UNIDENTIFIED-CHANGES: changes without apply identity re-apply without marks and converge by key",
-			"stream", p.Stream, "incremental", m.ID, "count", j.Unidentified)
 	}
 	return JudgeResult{Unidentified: j.Unidentified, Tables: j.Tables}, nil
 }

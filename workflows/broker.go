@@ -280,6 +280,14 @@ func BrokerWorkflow(ctx workflow.Context, in BrokerInput) (BrokerResult, error) 
 			st.ChangesApplied += r.Applied
 			st.ChangesSkipped += r.Skipped
 			st.Unidentified += judged.Unidentified
+			if judged.Unidentified > 0 {
+				// Logged here, once the incremental is applied, rather than
+				// by the judgment: a judgment repeated after a failed apply
+				// or a retried activity does not log it again, and a replay
+				// never logs.
+				workflow.GetLogger(ctx).Warn("BROKER-UNIDENTIFIED-CHANGES: changes without apply identity re-applied without marks and converge by key",
+					"stream", in.Stream, "incremental", link.ID, "count", judged.Unidentified)
+			}
 			st.LinksBehind = len(wait.Pending) - i - 1
 			st.SecondsBehind = 0
 			if i+1 < len(wait.Pending) {

@@ -1,12 +1,18 @@
 package workflows
 
 import (
+	"bytes"
 	"context"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
 
 	"github.com/sluicehq/sluice/activities"
 	"github.com/sluicehq/sluice/internal/errcode"
@@ -78,4 +84,45 @@ func TestBrokerKeylessRefusalEndsTheRun(t *testing.T) {
 	env.OnActivity(acts.JudgeBrokerIncremental, mock.Anything, mock.Anything).Return(activities.JudgeResult{}, refusal(errcode.BrokerKeylessTable)).Once()
 	env.ExecuteWorkflow(BrokerWorkflow, brokerInput())
 	requireCode(t, env.GetWorkflowError(), errcode.BrokerKeylessTable)
+}
+
+// An incremental with changes that carry no apply identity is logged once,
+// when it is applied, however often a failed apply made the broker judge it
+// again.
+func TestBrokerWarnsUnidentifiedChangesOnce(t *testing.T) {
+	var logs bytes.Buffer
+	var s testsuite.WorkflowTestSuite
+	s.SetLogger(log.NewStructuredLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+	env := s.NewTestWorkflowEnvironment()
+	acts := &activities.Activities{}
+	env.RegisterActivity(acts)
+	defer env.AssertExpectations(t)
+
+	env.OnActivity(acts.PrepareBroker, mock.Anything, mock.Anything).Return(activities.BrokerStart{Mode: activities.ModeWarm, ChainID: "c", LastApplied: "f"}, nil).Once()
+	pending := activities.WaitResult{Pending: []activities.PendingLink{{ID: "i1", ExpectedLast: "f"}}}
+	env.OnActivity(acts.WaitForLinks, mock.Anything, mock.Anything).Return(pending, nil).Twice()
+	env.OnActivity(acts.WaitForLinks, mock.Anything, mock.Anything).Return(activities.WaitResult{Stop: true}, nil).Once()
+	env.OnActivity(acts.CheckChainForBroker, mock.Anything, mock.Anything).Return(activities.CheckChainResult{}, nil).Twice()
+	env.OnActivity(acts.JudgeBrokerIncremental, mock.Anything, mock.Anything).Return(activities.JudgeResult{Unidentified: 3}, nil).Twice()
+	// The first tick's apply fails on every attempt (the target is down);
+	// the second tick judges i1 again and applies it.
+	env.OnActivity(acts.ApplyBrokerIncremental, mock.Anything, mock.Anything).Return(activities.BrokerApplyResult{},
+		temporal.NewApplicationError("target down", string(errcode.TargetUnreachable))).Times(5)
+	env.OnActivity(acts.ApplyBrokerIncremental, mock.Anything, mock.Anything).Return(activities.BrokerApplyResult{Applied: 3}, nil).Once()
+	env.ExecuteWorkflow(BrokerWorkflow, brokerInput())
+	require.NoError(t, env.GetWorkflowError())
+	var res BrokerResult
+	require.NoError(t, env.GetWorkflowResult(&res))
+	require.Equal(t, "i1", res.Status.LastApplied)
+	require.Equal(t, int64(3), res.Status.Unidentified)
+	var warns []string
+	for _, l := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(l, "BROKER-UNIDENTIFIED-CHANGES") {
+			warns = append(warns, l)
+		}
+	}
+	require.Len(t, warns, 1, logs.String())
+	require.Contains(t, warns[0], "level=WARN")
+	require.Contains(t, warns[0], "incremental=i1")
+	require.Contains(t, warns[0], "count=3")
 }
