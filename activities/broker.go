@@ -324,7 +324,13 @@ func (a *Activities) waitForLinks(ctx context.Context, p WaitParams) (WaitResult
 				return res, nil
 			}
 		}
-		a.Health.Polled(k, len(res.Pending) > 0)
+		if len(res.Pending) > 0 {
+			// Pending work keeps an apply's failure standing: only applying
+			// it shows the target takes it again.
+			a.Health.Polled(k, true)
+		} else {
+			a.Health.Succeeded(k)
+		}
 		behind := 0.0
 		if len(res.Pending) > 0 {
 			behind = time.Since(res.Pending[0].CreatedAt).Seconds()

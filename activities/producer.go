@@ -126,7 +126,7 @@ func (a *Activities) CaptureWindow(ctx context.Context, p WindowParams) (WindowR
 		a.Health.Delivered(k)
 		a.Health.Counted(k, res.Changes)
 	} else {
-		a.Health.Polled(k, false)
+		a.Health.Succeeded(k)
 	}
 	a.Health.Slot(k, res.Slot.RetainedBytes, res.Slot.WalStatus)
 	if stopped() || p.UpToNow {

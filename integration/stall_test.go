@@ -325,12 +325,20 @@ func TestStallCauseBlockedStore(t *testing.T) {
 	r.both("broker", "idle", "", 2*time.Minute)
 
 	// A store that refuses every connection fails fast: once its requests
-	// exhausted their retries the cause is store_unreachable.
+	// exhausted their retries the cause is store_unreachable. The broker's
+	// polls read the store even on a quiet chain; with nothing written it has
+	// nothing to deliver once the store answers, so its first good poll alone
+	// must clear the stall.
 	proxy.refuse(true)
 	t.Cleanup(func() { proxy.refuse(false) })
-	r.insertSome(4000)
 	r.both("broker", "stalled", "store_unreachable", time.Minute)
+	proxy.refuse(false)
+	r.both("broker", "idle", "", time.Minute)
+	// An idle producer does not touch the store; one with a window to write does.
+	proxy.refuse(true)
+	r.insertSome(4000)
 	r.both("producer", "stalled", "store_unreachable", time.Minute)
+	r.both("broker", "stalled", "store_unreachable", time.Minute)
 	proxy.refuse(false)
 	r.both("producer", "idle", "", 2*time.Minute)
 	r.both("broker", "idle", "", 2*time.Minute)

@@ -287,6 +287,16 @@ func (t *Tracker) Polled(k Key, pending bool) {
 	t.update(k, func(r *run, now time.Time) { r.facts.PolledAt, r.facts.Pending = now, pending })
 }
 
+// Succeeded records a poll that ended well with nothing to deliver (an idle
+// window, a look at the chain that found nothing pending): a failure
+// reported before it no longer holds, though nothing was delivered since.
+func (t *Tracker) Succeeded(k Key) {
+	t.update(k, func(r *run, now time.Time) {
+		r.facts.PolledAt, r.facts.Pending = now, false
+		r.facts.FailCause, r.facts.FailError = "", ""
+	})
+}
+
 // Delivered records delivered work (a committed window, applied changes).
 // A delivery clears a failure.
 func (t *Tracker) Delivered(k Key) {

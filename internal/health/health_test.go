@@ -258,3 +258,22 @@ func TestAppliedLinkCountsDown(t *testing.T) {
 		t.Fatalf("all applied: want nothing behind, got %+v", s)
 	}
 }
+
+// A failure holds through the retries' polls, and clears on the first poll
+// that ends well with nothing to deliver: a quiet chain recovers without
+// waiting for the next change.
+func TestSucceededPollClearsAFailure(t *testing.T) {
+	tr, c, _ := newTest()
+	k := Key{Role: "broker", Name: "quiet"}
+	tr.Polled(k, false)
+	tr.Failed(k, CauseStoreUnreachable, "store down")
+	c.add(time.Second)
+	tr.Polled(k, true) // a retry's poll
+	if s := verdictOf(t, tr, k); s.Verdict != Stalled || s.Cause != CauseStoreUnreachable {
+		t.Fatalf("a failure holds through polls, got %+v", s)
+	}
+	tr.Succeeded(k)
+	if s := verdictOf(t, tr, k); s.Verdict != Idle || s.LastError != "" {
+		t.Fatalf("a good poll with nothing pending clears it, got %+v", s)
+	}
+}
