@@ -24,6 +24,12 @@ type ProducerParams struct {
 	Parallel int `json:"parallel,omitempty"`
 	// Health holds the run's verdict thresholds (zero: the defaults).
 	Health health.Thresholds `json:"health,omitzero"`
+	// Owner names the workflow run that reads the chain slot (a streaming
+	// producer, across continue-as-new, and its rotations share it). A
+	// connection of the same owner still holding the slot is a dead
+	// attempt's, which a new attempt may end; any other holder is refused
+	// (SLUICE-E-SLOT-IN-USE).
+	Owner string `json:"owner,omitempty"`
 }
 
 // WindowParams bound one capture window.
@@ -62,7 +68,12 @@ func (a *Activities) producerOptions(ctx context.Context, p ProducerParams) (*ch
 	}
 	info := activity.GetInfo(ctx)
 	return ch, producer.Options{
-		DSN:         dsn,
+		DSN:   dsn,
+		Owner: p.Owner,
+		OnSlotTakeOver: func(pid int32) {
+			activity.GetLogger(ctx).Warn("SLOT-TAKEN-OVER: ended an earlier connection of this producer that still held the chain slot (it died where the source had not noticed yet)",
+				"store", p.Store.URL, "pid", pid)
+		},
 		Publication: p.Publication,
 		Parallel:    p.Parallel,
 		AttemptID:   fmt.Sprintf("%s-%s-%d", info.WorkflowExecution.RunID, info.ActivityID, info.Attempt),
@@ -113,7 +124,11 @@ func (a *Activities) CaptureWindow(ctx context.Context, p WindowParams) (WindowR
 	slot := func(s pgsource.SlotStatus) { a.Health.Slot(k, s.RetainedBytes, s.WalStatus) }
 	stop := a.heartbeat(ctx, func() any { return a.runDetails(k, p.Health, map[string]any{"stopping": stopped()}) })
 	defer stop()
-	lim := pgsource.Limits{Duration: p.Rollover, Changes: p.MaxChanges, Bytes: p.MaxBytes, Idle: p.Idle, Stop: stopPoll, Tick: tick, Slot: slot}
+	// A keepalive with nothing held is a poll that ended well: a failure of
+	// an earlier attempt (a slot left unconfirmed, a source that did not
+	// answer) no longer holds, though a quiet source delivers nothing.
+	drained := func() { a.Health.Succeeded(k) }
+	lim := pgsource.Limits{Duration: p.Rollover, Changes: p.MaxChanges, Bytes: p.MaxBytes, Idle: p.Idle, Stop: stopPoll, Tick: tick, Drained: drained, Slot: slot}
 	if p.UpToNow {
 		lim = pgsource.Limits{Until: "now", Idle: p.Idle, Tick: tick}
 	}

@@ -26,24 +26,7 @@ import (
 // chain has none after its start.
 func lastIncremental(t *testing.T, chainURL string, storeFlags []string) string {
 	t.Helper()
-	ctx := context.Background()
-	opts := blobstore.Options{}
-	for i, f := range storeFlags {
-		switch f {
-		case "--backup-endpoint":
-			opts.Endpoint = storeFlags[i+1]
-		case "--backup-path-style":
-			opts.PathStyle = true
-		}
-	}
-	bs, err := blobstore.Open(ctx, chainURL, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cat, err := chain.Open(bs).LoadCatalog(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, cat := openChainAt(t, chainURL, storeFlags...)
 	links := cat.Links()
 	for i := len(links) - 1; i >= 0; i-- {
 		if links[i].Kind == chain.KindIncremental {

@@ -253,9 +253,20 @@ func httpGet(url string) (int, error) {
 }
 
 // openChainAt opens the chain at a file:// URL and loads its catalog.
-func openChainAt(t *testing.T, url string) (*chain.Chain, *chain.Catalog) {
+// openChainAt opens the chain at url and loads its catalog; storeFlags are
+// the CLI's store flags (--backup-endpoint, --backup-path-style) for an S3 chain.
+func openChainAt(t *testing.T, url string, storeFlags ...string) (*chain.Chain, *chain.Catalog) {
 	t.Helper()
-	bs, err := blobstore.Open(context.Background(), url, blobstore.Options{})
+	var opts blobstore.Options
+	for i, f := range storeFlags {
+		switch f {
+		case "--backup-endpoint":
+			opts.Endpoint = storeFlags[i+1]
+		case "--backup-path-style":
+			opts.PathStyle = true
+		}
+	}
+	bs, err := blobstore.Open(context.Background(), url, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand"
+	"net/url"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -17,10 +18,10 @@ import (
 // chainAudit reads every incremental of a chain and checks that each holds
 // whole source transactions and that no transaction appears twice anywhere
 // in the chain (by apply identity). It returns the transactions seen.
-func chainAudit(t *testing.T, chainURL string) (transactions int, segments int) {
+func chainAudit(t *testing.T, chainURL string, storeFlags ...string) (transactions int, segments int) {
 	t.Helper()
 	ctx := context.Background()
-	ch, cat := openChainAt(t, chainURL)
+	ch, cat := openChainAt(t, chainURL, storeFlags...)
 	if err := ch.Verify(ctx, cat, ""); err != nil {
 		t.Fatalf("chain does not verify: %v", err)
 	}
@@ -337,4 +338,85 @@ func TestInvalidatedSlotRefused(t *testing.T) {
 	if !strings.Contains(metrics, `sluice_refusals_total{code="SLUICE-E-SLOT-INVALIDATED"}`) {
 		t.Errorf("/metrics does not count the refusal by its code")
 	}
+}
+
+// A source connection that dies where the server does not notice (the
+// network between them gone) leaves the chain slot held by a walsender
+// nobody reads, until wal_sender_timeout. The producer's next attempt ends
+// that connection of its own and goes on, rather than refusing its own
+// ghost with SLUICE-E-SLOT-IN-USE; nothing is captured twice.
+func TestProducerTakesItsSlotBackFromADeadConnection(t *testing.T) {
+	admin, err := url.Parse(testenv.AdminDSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pg := startGatedProxy(t, admin.Host)
+	src := testenv.CreateDB(t, "src")
+	testenv.Exec(t, src, `CREATE TABLE t (id int PRIMARY KEY, v text)`)
+	chainURL := fileChain(t)
+	mustSluice(t, "backup", "full", "--source", testenv.DSN(src), "--target", chainURL, "--chain-slot")
+	mustSluice(t, "backup", "stream", "run", "--source", viaProxy(t, testenv.DSN(src), pg.addr()), "--target", chainURL,
+		"--rollover-window", "1s", "--detach")
+	t.Cleanup(func() { _ = terminate("producer/" + chainURL) })
+	testenv.Exec(t, src, `INSERT INTO t SELECT i, 'a' FROM generate_series(1, 10) i`)
+	waitCaughtUp(t, src, time.Minute)
+	ghost := slotHolder(t, src)
+	if ghost == 0 {
+		t.Fatal("the chain slot is not held while the producer streams")
+	}
+
+	// The network between them goes: the producer's connections are reset,
+	// the server keeps a silent peer, and nothing new gets through — not
+	// even the cancel request the driver sends as it drops a connection.
+	failures := func() int {
+		return strings.Count(h.workerLog.String(), "WorkflowID=producer/"+chainURL+" ")
+	}
+	before := failures()
+	pg.refuse(true)
+	pg.abandon()
+	for deadline := time.Now().Add(time.Minute); failures() == before; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the producer did not notice its connection was gone")
+		}
+	}
+	pg.refuse(false)
+	testenv.Exec(t, src, `INSERT INTO t SELECT i, 'b' FROM generate_series(11, 20) i`)
+	waitCaughtUp(t, src, time.Minute)
+	if now := slotHolder(t, src); now == 0 || now == ghost {
+		t.Fatalf("want the slot held by a new connection, got process %d (the dead one was %d)", now, ghost)
+	}
+	// Ended, the walsender lets go of the slot first and exits just after.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		var left int
+		if err := queryInt(t, src, fmt.Sprintf(`SELECT count(*) FROM pg_stat_activity WHERE pid = %d`, ghost), &left); err != nil {
+			t.Fatal(err)
+		}
+		if left == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the dead connection's walsender (process %d) is still there", ghost)
+		}
+	}
+	if !strings.Contains(h.workerLog.String(), fmt.Sprintf("pid=%d", ghost)) || !strings.Contains(h.workerLog.String(), "SLOT-TAKEN-OVER") {
+		t.Errorf("the worker did not log SLOT-TAKEN-OVER for process %d", ghost)
+	}
+
+	mustSluice(t, "backup", "stream", "stop", "--target", chainURL)
+	waitWorkflowEnd(t, "producer/"+chainURL, time.Minute)
+	chainAudit(t, chainURL)
+	dst := testenv.CreateDB(t, "dst")
+	mustSluice(t, "restore", "--backup-target", chainURL, "--target", testenv.DSN(dst))
+	requireSameRows(t, src, dst)
+}
+
+// slotHolder returns the process holding db's chain slot (0: none).
+func slotHolder(t *testing.T, db string) int {
+	t.Helper()
+	var pid int
+	if err := queryInt(t, db, `SELECT coalesce(max(active_pid), 0) FROM pg_replication_slots
+		WHERE database = current_database() AND slot_name LIKE 'sluice\_%' AND slot_type = 'logical' AND NOT temporary`, &pid); err != nil {
+		t.Fatal(err)
+	}
+	return pid
 }

@@ -1,12 +1,14 @@
 package integration
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"regexp"
 	"strings"
 	"sync"
@@ -43,6 +45,12 @@ type stallRig struct {
 }
 
 func newStallRig(t *testing.T, name, chainURL string, storeFlags []string) *stallRig {
+	return newStallRigVia(t, name, chainURL, storeFlags, "")
+}
+
+// newStallRigVia is newStallRig with the producer reaching the source
+// through pgAddr (a proxy in front of the test server), when given.
+func newStallRigVia(t *testing.T, name, chainURL string, storeFlags []string, pgAddr string) *stallRig {
 	r := &stallRig{t: t, worker: ownWorker(t, fmt.Sprintf("%s-%d", name, time.Now().UnixNano()%1e6)),
 		chainURL: chainURL, storeFlags: storeFlags}
 	r.src = testenv.CreateDB(t, "src")
@@ -51,7 +59,11 @@ func newStallRig(t *testing.T, name, chainURL string, storeFlags []string) *stal
 	r.stream = fmt.Sprintf("%s-%d", name, time.Now().UnixNano()%1e6)
 	r.producerKey, r.brokerID = chainURL, r.stream
 	r.must("backup", "full", "--source", testenv.DSN(r.src), "--target", chainURL, "--chain-slot")
-	r.must(append([]string{"backup", "stream", "run", "--source", testenv.DSN(r.src), "--target", chainURL, "--detach"}, producerHealthFlags...)...)
+	streamSource := testenv.DSN(r.src)
+	if pgAddr != "" {
+		streamSource = viaProxy(t, streamSource, pgAddr)
+	}
+	r.must(append([]string{"backup", "stream", "run", "--source", streamSource, "--target", chainURL, "--detach"}, producerHealthFlags...)...)
 	r.must(append([]string{"sync", "from-backup", "run", "--backup-target", chainURL, "--target", testenv.DSN(r.dst),
 		"--stream-id", r.stream, "--reset-target-data", "--yes", "--detach"}, brokerHealthFlags...)...)
 	t.Cleanup(func() {
@@ -64,6 +76,17 @@ func newStallRig(t *testing.T, name, chainURL string, storeFlags []string) *stal
 		r.worker.stop()
 	})
 	return r
+}
+
+// viaProxy returns dsn pointed at addr (a proxy in front of its server).
+func viaProxy(t *testing.T, dsn, addr string) string {
+	t.Helper()
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Host = addr
+	return u.String()
 }
 
 // terminate ends a workflow through Temporal directly (cleanup only).
@@ -347,6 +370,55 @@ func TestStallCauseBlockedStore(t *testing.T) {
 	requireSameRows(t, r.src, r.dst)
 }
 
+// A window reaches the chain but the source connection breaks before the
+// slot is confirmed to it: the producer stalls with
+// unconfirmed_source_position (SLUICE-E-SLOT-UNCONFIRMED) while it cannot
+// reach the source again, recovers by itself once it can, and no
+// transaction is stored twice.
+func TestStallCauseUnconfirmedSlot(t *testing.T) {
+	ep := testenv.S3Endpoint(t)
+	testenv.S3Bucket(t)
+	store := startGatedProxy(t, strings.TrimPrefix(ep, "http://"))
+	admin, err := url.Parse(testenv.AdminDSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pg := startGatedProxy(t, admin.Host)
+	chainURL, _ := s3Chain(t)
+	flags := []string{"--backup-endpoint", "http://" + store.addr(), "--backup-path-style", "--backup-region", "us-east-1"}
+	r := newStallRigVia(t, "stall-slot", chainURL, flags, pg.addr())
+	stop := r.writing()
+	r.both("producer", "healthy", "", time.Minute)
+	stop()
+	r.both("producer", "idle", "", 30*time.Second)
+
+	// The next window's first write to the store is held; meanwhile every
+	// connection to the source breaks and new ones hang. Released, the
+	// window reaches the catalog and its confirmation hits the dead
+	// replication connection.
+	store.holdPuts()
+	t.Cleanup(store.releasePuts)
+	r.insertSome(7000)
+	store.awaitHeldPut(t, time.Minute)
+	pg.block()
+	t.Cleanup(pg.unblock)
+	pg.reset()
+	store.releasePuts()
+	r.both("producer", "stalled", "unconfirmed_source_position", time.Minute)
+	if !strings.Contains(r.worker.log.String(), "SLUICE-E-SLOT-UNCONFIRMED") {
+		t.Errorf("the worker logged no SLUICE-E-SLOT-UNCONFIRMED:\n%s", tail(r.worker.log.String(), 4000))
+	}
+
+	// The source answers again: the producer confirms what the chain holds
+	// and idles; nothing was captured twice.
+	pg.unblock()
+	r.both("producer", "idle", "", 2*time.Minute)
+	waitCaughtUp(t, r.src, time.Minute)
+	waitBrokerAtTip(t, r.stream, chainURL, []string{"--backup-endpoint", ep}, time.Minute)
+	requireSameRows(t, r.src, r.dst)
+	chainAudit(t, chainURL, "--backup-endpoint", ep, "--backup-path-style")
+}
+
 // gatedProxy forwards TCP connections to a backend. While blocked it still
 // accepts and reads, but holds every byte in both directions, as a network
 // partition does: requests neither fail nor complete.
@@ -356,6 +428,14 @@ type gatedProxy struct {
 	mu      sync.Mutex
 	cond    *sync.Cond
 	blocked bool
+	// holdingPuts holds each HTTP PUT request (and what follows it on its
+	// connection) while set; other requests pass. heldPuts counts them.
+	holdingPuts bool
+	heldPuts    int
+	// pairs are the live client and backend connections, for reset; the
+	// backends of abandoned pairs stay open until the test ends.
+	pairs     map[[2]net.Conn]struct{}
+	abandoned map[[2]net.Conn]bool
 	// refusing closes every new connection at once.
 	refusing atomic.Bool
 }
@@ -367,9 +447,18 @@ func startGatedProxy(t *testing.T, backend string) *gatedProxy {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &gatedProxy{ln: ln, backend: backend}
+	p := &gatedProxy{ln: ln, backend: backend, pairs: map[[2]net.Conn]struct{}{}, abandoned: map[[2]net.Conn]bool{}}
 	p.cond = sync.NewCond(&p.mu)
-	t.Cleanup(func() { p.unblock(); ln.Close() })
+	t.Cleanup(func() {
+		p.unblock()
+		p.releasePuts()
+		ln.Close()
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		for pair := range p.abandoned {
+			pair[1].Close()
+		}
+	})
 	go func() {
 		for {
 			c, err := ln.Accept()
@@ -393,6 +482,78 @@ func (p *gatedProxy) unblock() {
 	p.cond.Broadcast()
 }
 
+// holdPuts makes the proxy hold HTTP PUT requests until releasePuts.
+func (p *gatedProxy) holdPuts() { p.mu.Lock(); p.holdingPuts = true; p.mu.Unlock() }
+
+func (p *gatedProxy) releasePuts() {
+	p.mu.Lock()
+	p.holdingPuts = false
+	p.mu.Unlock()
+	p.cond.Broadcast()
+}
+
+// awaitHeldPut waits until a PUT request is being held.
+func (p *gatedProxy) awaitHeldPut(t *testing.T, within time.Duration) {
+	t.Helper()
+	for deadline := time.Now().Add(within); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		p.mu.Lock()
+		n := p.heldPuts
+		p.mu.Unlock()
+		if n > 0 {
+			return
+		}
+	}
+	t.Fatalf("no PUT reached the proxy within %s", within)
+}
+
+// holdPut waits while data (read from a client, on a connection whose PUT is
+// already held when *held) is a PUT request to hold.
+func (p *gatedProxy) holdPut(held *bool, data []byte) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.holdingPuts || (!*held && !bytes.HasPrefix(data, []byte("PUT "))) {
+		return
+	}
+	if !*held {
+		*held = true
+		p.heldPuts++
+	}
+	for p.holdingPuts {
+		p.cond.Wait()
+	}
+	*held = false
+}
+
+// reset breaks every live connection: the client side is reset (RST, so its
+// next write fails at once), the backend side closed (so a server process
+// behind it ends).
+func (p *gatedProxy) reset() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for pair := range p.pairs {
+		if tc, ok := pair[0].(*net.TCPConn); ok {
+			_ = tc.SetLinger(0)
+		}
+		pair[0].Close()
+		pair[1].Close()
+	}
+}
+
+// abandon resets the client side of every live connection and leaves the
+// backend side open and silent, as a network that dies between them does:
+// the client sees its connection gone, the server a peer that says nothing.
+func (p *gatedProxy) abandon() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for pair := range p.pairs {
+		p.abandoned[pair] = true
+		if tc, ok := pair[0].(*net.TCPConn); ok {
+			_ = tc.SetLinger(0)
+		}
+		pair[0].Close()
+	}
+}
+
 func (p *gatedProxy) wait() {
 	p.mu.Lock()
 	for p.blocked {
@@ -410,13 +571,28 @@ func (p *gatedProxy) serve(c net.Conn) {
 	if err != nil {
 		return
 	}
-	defer b.Close()
+	pair := [2]net.Conn{c, b}
+	p.mu.Lock()
+	p.pairs[pair] = struct{}{}
+	p.mu.Unlock()
+	defer func() {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		delete(p.pairs, pair)
+		if !p.abandoned[pair] {
+			b.Close()
+		}
+	}()
 	done := make(chan struct{}, 2)
 	pipe := func(dst, src net.Conn) {
 		buf := make([]byte, 32<<10)
+		held := false
 		for {
 			n, err := src.Read(buf)
 			if n > 0 {
+				if src == c {
+					p.holdPut(&held, buf[:n])
+				}
 				p.wait()
 				if _, werr := dst.Write(buf[:n]); werr != nil {
 					break

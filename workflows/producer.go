@@ -100,6 +100,14 @@ func ProducerWorkflow(ctx workflow.Context, in ProducerInput) (ProducerResult, e
 	}
 	st.Phase = "capturing"
 	st.Thresholds = in.Health.WithDefaults()
+	if in.Owner == "" {
+		// The slot's owner is this run of the workflow, kept across
+		// continue-as-new and lent to its rotations. The run ID keeps a
+		// producer of the same chain started elsewhere (another namespace
+		// or cluster) a stranger, which is refused, never taken over from.
+		info := workflow.GetInfo(ctx)
+		in.Owner = info.WorkflowExecution.ID + "@" + info.FirstRunID
+	}
 	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (ProducerStatus, error) {
 		return st, nil
 	}); err != nil {
@@ -269,6 +277,8 @@ type IncrementalInput struct {
 // source's position at its start (`sluice backup incremental`).
 func IncrementalWorkflow(ctx workflow.Context, in IncrementalInput) (activities.WindowResult, error) {
 	var res activities.WindowResult
+	info := workflow.GetInfo(ctx)
+	in.Owner = info.WorkflowExecution.ID + "@" + info.WorkflowExecution.RunID
 	err := workflow.ExecuteActivity(longActivity(ctx, "capture up to the source's current position", 3), a.CaptureWindow,
 		activities.WindowParams{ProducerParams: in.ProducerParams, UpToNow: true, Idle: time.Minute}).Get(ctx, &res)
 	return res, err

@@ -24,6 +24,11 @@ const DefaultChunkBytes = 8 << 20
 type Options struct {
 	// DSN is the source connection string, password resolved.
 	DSN string
+	// Owner names the run reading the chain slot (pgsource.CaptureOptions.Owner).
+	Owner string
+	// OnSlotTakeOver is told when the capture ended an earlier connection of
+	// the same owner to take the slot over (pgsource.CaptureOptions.OnTakeOver).
+	OnSlotTakeOver func(pid int32)
 	// Publication is the publication to read (default: sluice's own).
 	Publication string
 	// ChunkBytes is the raw size of a change chunk (default DefaultChunkBytes).
@@ -94,7 +99,8 @@ func openTip(ctx context.Context, ch *chain.Chain, o Options) (*chain.Catalog, *
 		return nil, nil, err
 	}
 	capt, err := pgsource.OpenCapture(ctx, pgsource.CaptureOptions{
-		DSN: o.DSN, Slot: cat.Source.Slot, Publication: o.Publication, Source: cat.Source,
+		DSN: o.DSN, Slot: cat.Source.Slot, Publication: o.Publication, Source: cat.Source, Owner: o.Owner,
+		OnTakeOver: o.OnSlotTakeOver,
 	}, cat.Tip().EndPosition, schema)
 	if err != nil {
 		return nil, nil, err

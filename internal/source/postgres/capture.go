@@ -32,6 +32,16 @@ type CaptureOptions struct {
 	// Source is what the chain records about its source; a session against
 	// another cluster or database is refused.
 	Source chain.SourceInfo
+	// Owner names the run that reads the slot (the streaming producer's
+	// workflow). Its replication connections carry it (as a digest) in
+	// application_name, so when the slot is still held by one of them — an
+	// earlier attempt whose connection died where the server has not
+	// noticed yet — the capture ends that connection and takes the slot.
+	// Empty: any holder is refused.
+	Owner string
+	// OnTakeOver, when set, is told the process ID of a connection the
+	// capture ended to take the slot over.
+	OnTakeOver func(pid int32)
 }
 
 // Capture reads whole source transactions from the chain's slot with
@@ -83,23 +93,24 @@ func OpenCapture(ctx context.Context, o CaptureOptions, start string, schema *ch
 	if err := ensurePublication(ctx, c.sql, o.Publication); err != nil {
 		return nil, err
 	}
-	if c.repl, err = replicationConnect(ctx, o.DSN); err != nil {
+	err = c.startReplication(ctx, startLSN)
+	if err != nil && o.Owner != "" && slotInUse(err) {
+		var pid int32
+		var took bool
+		if pid, took, err = takeOverSlot(ctx, c.sql, o.Slot, ownerAppName(o.Owner)); err != nil {
+			return nil, err
+		}
+		if took {
+			if o.OnTakeOver != nil && pid != 0 {
+				o.OnTakeOver(pid)
+			}
+			err = c.startReplication(ctx, startLSN)
+		} else {
+			err = errcode.New(errcode.SlotInUse, "replication slot %s is in use by another client (process %d), not by this producer", o.Slot, pid)
+		}
+	}
+	if err != nil {
 		return nil, err
-	}
-	sys, err := pglogrepl.IdentifySystem(ctx, c.repl)
-	if err != nil {
-		return nil, classify(err, "identify source system")
-	}
-	if o.Source.SystemID != "" && (sys.SystemID != o.Source.SystemID || sys.DBName != o.Source.Database) {
-		return nil, errcode.New(errcode.SourceMismatch, "the source is system %s database %q, the chain was taken from system %s database %q",
-			sys.SystemID, sys.DBName, o.Source.SystemID, o.Source.Database)
-	}
-	err = pglogrepl.StartReplication(ctx, c.repl, o.Slot, startLSN, pglogrepl.StartReplicationOptions{
-		Mode:       pglogrepl.LogicalReplication,
-		PluginArgs: []string{"proto_version '2'", "publication_names '" + o.Publication + "'", "messages 'false'", "streaming 'off'"},
-	})
-	if err != nil {
-		return nil, startError(err, o.Slot)
 	}
 	// Confirm what the chain already holds at once, so a crash between a
 	// catalog commit and its confirmation releases the WAL now.
@@ -108,6 +119,37 @@ func OpenCapture(ctx context.Context, o CaptureOptions, start string, schema *ch
 	}
 	ok = true
 	return c, nil
+}
+
+// startReplication opens the replication connection (a new one each time,
+// so a refused start can be tried again), checks the source and starts
+// streaming the slot at start.
+func (c *Capture) startReplication(ctx context.Context, start pglogrepl.LSN) error {
+	if c.repl != nil {
+		_ = c.repl.Close(context.Background())
+		c.repl = nil
+	}
+	repl, err := replicationConnect(ctx, c.o.DSN, ownerAppName(c.o.Owner))
+	if err != nil {
+		return err
+	}
+	c.repl = repl
+	sys, err := pglogrepl.IdentifySystem(ctx, c.repl)
+	if err != nil {
+		return classify(err, "identify source system")
+	}
+	if c.o.Source.SystemID != "" && (sys.SystemID != c.o.Source.SystemID || sys.DBName != c.o.Source.Database) {
+		return errcode.New(errcode.SourceMismatch, "the source is system %s database %q, the chain was taken from system %s database %q",
+			sys.SystemID, sys.DBName, c.o.Source.SystemID, c.o.Source.Database)
+	}
+	err = pglogrepl.StartReplication(ctx, c.repl, c.o.Slot, start, pglogrepl.StartReplicationOptions{
+		Mode:       pglogrepl.LogicalReplication,
+		PluginArgs: []string{"proto_version '2'", "publication_names '" + c.o.Publication + "'", "messages 'false'", "streaming 'off'"},
+	})
+	if err != nil {
+		return startError(err, c.o.Slot)
+	}
+	return nil
 }
 
 func startError(err error, slot string) error {
@@ -220,6 +262,11 @@ type Limits struct {
 	// every 1024 messages inside one (so it must be cheap). It tells a
 	// health tracker the capture is alive while a large transaction decodes.
 	Tick func()
+	// Drained, when set, is called when a keepalive shows the window holds
+	// nothing and no transaction is open: the source has nothing the chain
+	// lacks up to the server's position. A health tracker reads it as a
+	// poll that ended well (a failure before it no longer holds).
+	Drained func()
 	// Slot, when set, receives the slot's status at the window's first turn
 	// and then every SlotReportEvery, between transactions, so a quiet
 	// window (which may last minutes) still reports retained WAL.
@@ -339,10 +386,16 @@ func (c *Capture) Next(ctx context.Context, lim Limits, sink Sink) (Window, erro
 					return w, fmt.Errorf("parse keepalive: %w", err)
 				}
 				c.received = max(c.received, ka.ServerWALEnd)
-				if !inTx && w.Transactions == 0 && ka.ServerWALEnd > c.safe {
-					// Nothing is pending: every transaction before this point
-					// was delivered and committed, so the slot may move on.
-					c.safe = ka.ServerWALEnd
+				if !inTx && w.Transactions == 0 {
+					if ka.ServerWALEnd > c.safe {
+						// Nothing is pending: every transaction before this
+						// point was delivered and committed, so the slot may
+						// move on.
+						c.safe = ka.ServerWALEnd
+					}
+					if lim.Drained != nil {
+						lim.Drained()
+					}
 				}
 				if !inTx && ((until != 0 && ka.ServerWALEnd >= until) || (before != 0 && ka.ServerWALEnd >= before)) {
 					// Everything up to the bound was decoded and delivered.

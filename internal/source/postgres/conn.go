@@ -35,13 +35,13 @@ func connect(ctx context.Context, dsn string) (*pgx.Conn, error) {
 }
 
 // replicationConnect opens a replication-protocol connection to the database.
-func replicationConnect(ctx context.Context, dsn string) (*pgconn.PgConn, error) {
+func replicationConnect(ctx context.Context, dsn, appName string) (*pgconn.PgConn, error) {
 	cfg, err := pgconn.ParseConfig(dsn)
 	if err != nil {
 		return nil, errcode.Wrap(errcode.ConfigInvalid, redactErr(err), "source DSN %s", credentials.Redact(dsn))
 	}
 	cfg.RuntimeParams["replication"] = "database"
-	cfg.RuntimeParams["application_name"] = "sluice"
+	cfg.RuntimeParams["application_name"] = appName
 	conn, err := pgconn.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return nil, classify(err, "open replication connection to "+credentials.Redact(dsn))

@@ -194,7 +194,7 @@ func FullBackup(ctx context.Context, ch *chain.Chain, o FullBackupOptions) (*cha
 // not yet stored, anchored at the slot's consistent point, plus a cleanup
 // that deletes the chunks if the caller cannot commit them.
 func takeSnapshot(ctx context.Context, ch *chain.Chain, o FullBackupOptions, slot string, temporary bool) (*chain.Manifest, func(), error) {
-	repl, err := replicationConnect(ctx, o.DSN)
+	repl, err := replicationConnect(ctx, o.DSN, ownerAppName(""))
 	if err != nil {
 		return nil, nil, err
 	}
