@@ -319,11 +319,7 @@ func TestStallCausesTargetAndWorker(t *testing.T) {
 // connection stalls them with store_unreachable; once it answers again both
 // recover and nothing is lost.
 func TestStallCauseBlockedStore(t *testing.T) {
-	ep := testenv.S3Endpoint(t)
-	testenv.S3Bucket(t)
-	proxy := startGatedProxy(t, strings.TrimPrefix(ep, "http://"))
-	url, _ := s3Chain(t)
-	flags := []string{"--backup-endpoint", "http://" + proxy.addr(), "--backup-path-style", "--backup-region", "us-east-1"}
+	proxy, url, ep, flags := s3ChainBehindProxy(t)
 	r := newStallRig(t, "stall-store", url, flags)
 
 	// Healthy lasts a poll threshold after each delivery: keep writing
@@ -376,16 +372,12 @@ func TestStallCauseBlockedStore(t *testing.T) {
 // reach the source again, recovers by itself once it can, and no
 // transaction is stored twice.
 func TestStallCauseUnconfirmedSlot(t *testing.T) {
-	ep := testenv.S3Endpoint(t)
-	testenv.S3Bucket(t)
-	store := startGatedProxy(t, strings.TrimPrefix(ep, "http://"))
+	store, chainURL, ep, flags := s3ChainBehindProxy(t)
 	admin, err := url.Parse(testenv.AdminDSN())
 	if err != nil {
 		t.Fatal(err)
 	}
 	pg := startGatedProxy(t, admin.Host)
-	chainURL, _ := s3Chain(t)
-	flags := []string{"--backup-endpoint", "http://" + store.addr(), "--backup-path-style", "--backup-region", "us-east-1"}
 	r := newStallRigVia(t, "stall-slot", chainURL, flags, pg.addr())
 	stop := r.writing()
 	r.both("producer", "healthy", "", time.Minute)
@@ -417,6 +409,16 @@ func TestStallCauseUnconfirmedSlot(t *testing.T) {
 	waitBrokerAtTip(t, r.stream, chainURL, []string{"--backup-endpoint", ep}, time.Minute)
 	requireSameRows(t, r.src, r.dst)
 	chainAudit(t, chainURL, "--backup-endpoint", ep, "--backup-path-style")
+}
+
+// s3ChainBehindProxy returns an S3 chain URL whose store the CLI and worker
+// reach through a gated proxy (flags say so), with the store's own endpoint.
+func s3ChainBehindProxy(t *testing.T) (proxy *gatedProxy, chainURL, endpoint string, flags []string) {
+	endpoint = testenv.S3Endpoint(t)
+	testenv.S3Bucket(t)
+	proxy = startGatedProxy(t, strings.TrimPrefix(endpoint, "http://"))
+	chainURL, _ = s3Chain(t)
+	return proxy, chainURL, endpoint, []string{"--backup-endpoint", "http://" + proxy.addr(), "--backup-path-style", "--backup-region", "us-east-1"}
 }
 
 // gatedProxy forwards TCP connections to a backend. While blocked it still
