@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -467,17 +466,26 @@ type CheckChainParams struct {
 	Warned []string `json:"warned,omitempty"`
 }
 
-// CheckChainResult reports the findings newly logged as warnings.
+// CheckChainResult reports the findings on applied links the run has not
+// warned of yet; the workflow logs each once.
 type CheckChainResult struct {
-	Warned []string `json:"warned,omitempty"`
+	Applied []AppliedFinding `json:"applied,omitempty"`
+}
+
+// AppliedFinding is a severed-transaction finding on a link already applied.
+type AppliedFinding struct {
+	// Key identifies the finding (CheckChainParams.Warned lists them).
+	Key   string   `json:"key"`
+	Links []string `json:"links"`
+	Shape string   `json:"shape"`
 }
 
 // CheckChainForBroker runs the severed-transaction check over the whole
 // chain before a tick applies anything. A finding on a link not yet applied
 // refuses (SLUICE-E-BACKUP-CHAIN-SEVERED-TRANSACTION for shapes A and B,
 // SLUICE-E-BACKUP-INCOMPLETE for C; no override). A finding on an applied
-// link cannot be undone by refusing: it is logged once per run as the WARN
-// CHAIN-APPLIED-SEVERED-TRANSACTION, naming the links.
+// link cannot be undone by refusing: it is returned, and the workflow logs
+// it once per run as the WARN CHAIN-APPLIED-SEVERED-TRANSACTION.
 func (a *Activities) checkChainForBroker(ctx context.Context, p CheckChainParams) (CheckChainResult, error) {
 	ch, err := a.openChain(ctx, p.Store)
 	if err != nil {
@@ -513,9 +521,7 @@ func (a *Activities) checkChainForBroker(ctx context.Context, p CheckChainParams
 		if warned[key] {
 			continue
 		}
-		activity.GetLogger(ctx).Warn("CHAIN-APPLIED-SEVERED-TRANSACTION: a link already applied carries a severed transaction; compare the tables those links touched with the source, or rebuild the target from a new full",
-			"stream", p.Stream, "links", strings.Join(f.Links, ","), "shape", f.Shape, "finding", key)
-		res.Warned = append(res.Warned, key)
+		res.Applied = append(res.Applied, AppliedFinding{Key: key, Links: f.Links, Shape: f.Shape})
 	}
 	return res, nil
 }

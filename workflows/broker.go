@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"errors"
+	"strings"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -237,7 +238,13 @@ func BrokerWorkflow(ctx workflow.Context, in BrokerInput) (BrokerResult, error) 
 			}
 			continue
 		}
-		st.WarnedSevered = append(st.WarnedSevered, checked.Warned...)
+		for _, f := range checked.Applied {
+			// Logged by the workflow, so a retried check or a replay
+			// never logs a finding twice in a run.
+			workflow.GetLogger(ctx).Warn("CHAIN-APPLIED-SEVERED-TRANSACTION: a link already applied carries a severed transaction; compare the tables those links touched with the source, or rebuild the target from a new full",
+				"stream", in.Stream, "links", strings.Join(f.Links, ","), "shape", f.Shape, "finding", f.Key)
+			st.WarnedSevered = append(st.WarnedSevered, f.Key)
+		}
 		st.LinksBehind = len(wait.Pending)
 		st.SecondsBehind = 0
 		if len(wait.Pending) > 0 {

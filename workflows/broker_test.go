@@ -90,13 +90,7 @@ func TestBrokerKeylessRefusalEndsTheRun(t *testing.T) {
 // when it is applied, however often a failed apply made the broker judge it
 // again.
 func TestBrokerWarnsUnidentifiedChangesOnce(t *testing.T) {
-	var logs bytes.Buffer
-	var s testsuite.WorkflowTestSuite
-	s.SetLogger(log.NewStructuredLogger(slog.New(slog.NewTextHandler(&logs, nil))))
-	env := s.NewTestWorkflowEnvironment()
-	acts := &activities.Activities{}
-	env.RegisterActivity(acts)
-	defer env.AssertExpectations(t)
+	env, acts, logs := newLoggedEnv(t)
 
 	env.OnActivity(acts.PrepareBroker, mock.Anything, mock.Anything).Return(activities.BrokerStart{Mode: activities.ModeWarm, ChainID: "c", LastApplied: "f"}, nil).Once()
 	pending := activities.WaitResult{Pending: []activities.PendingLink{{ID: "i1", ExpectedLast: "f"}}}
@@ -115,14 +109,62 @@ func TestBrokerWarnsUnidentifiedChangesOnce(t *testing.T) {
 	require.NoError(t, env.GetWorkflowResult(&res))
 	require.Equal(t, "i1", res.Status.LastApplied)
 	require.Equal(t, int64(3), res.Status.Unidentified)
-	var warns []string
-	for _, l := range strings.Split(logs.String(), "\n") {
-		if strings.Contains(l, "BROKER-UNIDENTIFIED-CHANGES") {
-			warns = append(warns, l)
-		}
-	}
+	warns := linesWith(logs, "BROKER-UNIDENTIFIED-CHANGES")
 	require.Len(t, warns, 1, logs.String())
 	require.Contains(t, warns[0], "level=WARN")
 	require.Contains(t, warns[0], "incremental=i1")
 	require.Contains(t, warns[0], "count=3")
+}
+
+// A severed transaction on a link already applied is logged once per run:
+// the next check is told it was, and the log comes from the workflow.
+func TestBrokerWarnsAppliedSeveredOnce(t *testing.T) {
+	env, acts, logs := newLoggedEnv(t)
+	env.OnActivity(acts.PrepareBroker, mock.Anything, mock.Anything).Return(activities.BrokerStart{Mode: activities.ModeWarm, ChainID: "c", LastApplied: "i1"}, nil).Once()
+	pending := activities.WaitResult{Pending: []activities.PendingLink{{ID: "i2", ExpectedLast: "i1"}}}
+	env.OnActivity(acts.WaitForLinks, mock.Anything, mock.Anything).Return(pending, nil).Once()
+	env.OnActivity(acts.WaitForLinks, mock.Anything, mock.Anything).Return(activities.WaitResult{Pending: []activities.PendingLink{{ID: "i3", ExpectedLast: "i2"}}}, nil).Once()
+	env.OnActivity(acts.WaitForLinks, mock.Anything, mock.Anything).Return(activities.WaitResult{Stop: true}, nil).Once()
+	finding := activities.AppliedFinding{Key: "A i0,i1", Links: []string{"i0", "i1"}, Shape: "A"}
+	var told [][]string
+	env.OnActivity(acts.CheckChainForBroker, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, p activities.CheckChainParams) (activities.CheckChainResult, error) {
+			told = append(told, p.Warned)
+			if len(p.Warned) == 0 {
+				return activities.CheckChainResult{Applied: []activities.AppliedFinding{finding}}, nil
+			}
+			return activities.CheckChainResult{}, nil
+		}).Twice()
+	env.OnActivity(acts.JudgeBrokerIncremental, mock.Anything, mock.Anything).Return(activities.JudgeResult{}, nil).Twice()
+	env.OnActivity(acts.ApplyBrokerIncremental, mock.Anything, mock.Anything).Return(activities.BrokerApplyResult{Applied: 1}, nil).Twice()
+	env.ExecuteWorkflow(BrokerWorkflow, brokerInput())
+	require.NoError(t, env.GetWorkflowError())
+	require.Equal(t, [][]string{nil, {finding.Key}}, told)
+	warns := linesWith(logs, "CHAIN-APPLIED-SEVERED-TRANSACTION")
+	require.Len(t, warns, 1, logs.String())
+	require.Contains(t, warns[0], "level=WARN")
+	require.Contains(t, warns[0], "links=i0,i1")
+}
+
+// newLoggedEnv is newEnv with the workflows' log lines kept for the test.
+func newLoggedEnv(t *testing.T) (*testsuite.TestWorkflowEnvironment, *activities.Activities, *bytes.Buffer) {
+	logs := &bytes.Buffer{}
+	var s testsuite.WorkflowTestSuite
+	s.SetLogger(log.NewStructuredLogger(slog.New(slog.NewTextHandler(logs, nil))))
+	env := s.NewTestWorkflowEnvironment()
+	acts := &activities.Activities{}
+	env.RegisterActivity(acts)
+	t.Cleanup(func() { env.AssertExpectations(t) })
+	return env, acts, logs
+}
+
+// linesWith returns the lines of logs that contain marker.
+func linesWith(logs *bytes.Buffer, marker string) []string {
+	var out []string
+	for _, l := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(l, marker) {
+			out = append(out, l)
+		}
+	}
+	return out
 }

@@ -16,11 +16,7 @@ import (
 )
 
 func newEnv(t *testing.T) (*testsuite.TestWorkflowEnvironment, *activities.Activities) {
-	var s testsuite.WorkflowTestSuite
-	env := s.NewTestWorkflowEnvironment()
-	acts := &activities.Activities{}
-	env.RegisterActivity(acts)
-	t.Cleanup(func() { env.AssertExpectations(t) })
+	env, acts, _ := newLoggedEnv(t)
 	return env, acts
 }
 
