@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -150,12 +151,13 @@ func TestRestoreIntoNonEmptyTargetRefused(t *testing.T) {
 
 	dst := testenv.CreateDB(t, "dst")
 	testenv.Exec(t, dst, `CREATE TABLE a (id int PRIMARY KEY, v text); INSERT INTO a VALUES (2, 'precious');`)
+	before := refusalCount(t, adminGet(t, "/metrics"), "SLUICE-E-TARGET-NOT-EMPTY")
 	r := sluice(t, "restore", "--backup-target", chainURL, "--target", testenv.DSN(dst))
 	if r.exit != 3 || !strings.Contains(r.stderr, "SLUICE-E-TARGET-NOT-EMPTY") || !strings.Contains(r.stderr, "public.a") {
 		t.Fatalf("want SLUICE-E-TARGET-NOT-EMPTY naming public.a, exit 3; got %s", r)
 	}
-	if m := adminGet(t, "/metrics"); !strings.Contains(m, `sluice_refusals_total{code="SLUICE-E-TARGET-NOT-EMPTY"}`) {
-		t.Errorf("/metrics does not count the refusal by code")
+	if after := refusalCount(t, adminGet(t, "/metrics"), "SLUICE-E-TARGET-NOT-EMPTY"); after != before+1 {
+		t.Errorf("/metrics counts SLUICE-E-TARGET-NOT-EMPTY refusals %d → %d, want one more", before, after)
 	}
 	var n int
 	if err := queryInt(t, dst, "SELECT count(*) FROM public.a WHERE v = 'precious'", &n); err != nil || n != 1 {
@@ -257,6 +259,23 @@ func queryInt(t *testing.T, db, sql string, out *int) error {
 }
 
 // adminGet reads a path of the shared worker's admin endpoint.
+// refusalCount reads sluice_refusals_total for code from a /metrics body (0
+// when the series is absent).
+func refusalCount(t *testing.T, metrics, code string) int {
+	t.Helper()
+	prefix := `sluice_refusals_total{code="` + code + `"} `
+	for _, l := range strings.Split(metrics, "\n") {
+		if v, ok := strings.CutPrefix(l, prefix); ok {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err != nil {
+				t.Fatalf("refusal count %q: %v", l, err)
+			}
+			return int(f)
+		}
+	}
+	return 0
+}
+
 func adminGet(t *testing.T, path string) string {
 	t.Helper()
 	resp, err := http.Get("http://" + h.worker.admin + path)

@@ -315,6 +315,7 @@ func TestInvalidatedSlotRefused(t *testing.T) {
 			t.Fatal("PostgreSQL did not invalidate the slot")
 		}
 	}
+	before := refusalCount(t, adminGet(t, "/metrics"), "SLUICE-E-SLOT-INVALIDATED")
 	for _, args := range [][]string{
 		{"backup", "incremental", "--source", testenv.DSN(src), "--target", chainURL},
 		{"backup", "stream", "run", "--source", testenv.DSN(src), "--target", chainURL, "--rollover-window", "1s"},
@@ -335,8 +336,8 @@ func TestInvalidatedSlotRefused(t *testing.T) {
 	if v, cause, raw := parseVerdict(metrics, "producer", chainURL); v != "stalled" || cause != "source_position_lost" {
 		t.Errorf("/metrics: want the producer stalled with source_position_lost, got %s/%s:\n%s", v, cause, raw)
 	}
-	if !strings.Contains(metrics, `sluice_refusals_total{code="SLUICE-E-SLOT-INVALIDATED"}`) {
-		t.Errorf("/metrics does not count the refusal by its code")
+	if after := refusalCount(t, metrics, "SLUICE-E-SLOT-INVALIDATED"); after != before+2 {
+		t.Errorf("/metrics counts SLUICE-E-SLOT-INVALIDATED refusals %d → %d, want two more (the incremental and the stream)", before, after)
 	}
 }
 
