@@ -12,8 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"go.temporal.io/sdk/client"
-
 	"github.com/sluicehq/sluice/internal/testenv"
 )
 
@@ -223,10 +221,7 @@ func TestPasswordsStayOutOfHistory(t *testing.T) {
 	r = mustSluice(t, "backup", "full", "--source", dsn, "--source-password-env", sourcePasswordEnv, "--target", chainURL)
 	id := "backup-full/" + chainURL
 
-	cl, err := client.Dial(client.Options{HostPort: h.temporal})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cl := temporalClient(t)
 	defer cl.Close()
 	history, events := rawHistory(t, cl, id)
 	if events == 0 || !strings.Contains(history, sourcePasswordEnv) {

@@ -64,10 +64,7 @@ func waitBrokerAtTip(t *testing.T, stream, chainURL string, storeFlags []string,
 
 func waitBroker(t *testing.T, stream string, target func() string, within time.Duration) {
 	t.Helper()
-	cl, err := client.Dial(client.Options{HostPort: h.temporal})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cl := temporalClient(t)
 	defer cl.Close()
 	deadline := time.Now().Add(within)
 	var last workflows.BrokerStatus
@@ -170,10 +167,7 @@ func TestBrokerSurvivesWorkerKills(t *testing.T) {
 	_, cat := openChainAt(t, chainURL)
 	first := cat.Segments[0].Full.ID
 	mustSluice(t, q("restore", "--backup-target", chainURL, "--target", testenv.DSN(dst), "--through", first)...)
-	cl, err := client.Dial(client.Options{HostPort: h.temporal})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cl := temporalClient(t)
 	defer cl.Close()
 	rng := rand.New(rand.NewSource(time.Now().UnixNano()))
 	for i := 0; i < 20; i++ {
@@ -371,10 +365,7 @@ func TestBrokerInterruptInsideAnIncrementalResumesExactlyOnce(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	cl, err := client.Dial(client.Options{HostPort: h.temporal})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cl := temporalClient(t)
 	defer cl.Close()
 	var text strings.Builder
 	lines := make(chan string)
@@ -411,7 +402,7 @@ func TestBrokerInterruptInsideAnIncrementalResumesExactlyOnce(t *testing.T) {
 	for l := range lines {
 		text.WriteString(l + "\n")
 	}
-	err = cmd.Wait()
+	err := cmd.Wait()
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(text.String(), "SLUICE-E-BROKER-INCREMENTAL-PARTIAL") {
 		t.Fatalf("want BROKER-INCREMENTAL-PARTIAL exit 1, got %v:\n%s", err, text.String())

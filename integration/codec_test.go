@@ -8,8 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"go.temporal.io/sdk/client"
-
 	"github.com/sluicehq/sluice/internal/testenv"
 )
 
@@ -38,10 +36,7 @@ func TestEncryptedPayloads(t *testing.T) {
 		t.Fatalf("the starter could not read the encrypted result:\n%s", out)
 	}
 
-	cl, err := client.Dial(client.Options{HostPort: h.temporal})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cl := temporalClient(t)
 	defer cl.Close()
 	raw, _ := rawHistory(t, cl, "backup-full/"+chainURL)
 	// The workflow ID and search attributes name the store by design; the

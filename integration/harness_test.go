@@ -22,6 +22,7 @@ import (
 	"github.com/sluicehq/sluice/internal/blobstore"
 	"github.com/sluicehq/sluice/internal/chain"
 	"github.com/sluicehq/sluice/internal/testenv"
+	"go.temporal.io/sdk/client"
 )
 
 // sourcePasswordEnv is the variable the worker reads the password-auth test
@@ -253,6 +254,16 @@ func httpGet(url string) (int, error) {
 }
 
 // openChainAt opens the chain at a file:// URL and loads its catalog.
+// temporalClient dials the test's Temporal server; the caller closes it.
+func temporalClient(t *testing.T) client.Client {
+	t.Helper()
+	cl, err := client.Dial(client.Options{HostPort: h.temporal})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cl
+}
+
 // openChainAt opens the chain at url and loads its catalog; storeFlags are
 // the CLI's store flags (--backup-endpoint, --backup-path-style) for an S3 chain.
 func openChainAt(t *testing.T, url string, storeFlags ...string) (*chain.Chain, *chain.Catalog) {

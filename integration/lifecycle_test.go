@@ -14,7 +14,6 @@ import (
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
-	"go.temporal.io/sdk/client"
 
 	"github.com/sluicehq/sluice/internal/testenv"
 )
@@ -28,10 +27,7 @@ func TestDetachReturnsOnceStarted(t *testing.T) {
 	if len(fields) != 2 || fields[0] != "backup-full/"+chainURL {
 		t.Fatalf("--detach should print the workflow and run IDs, got %q", r.stdout)
 	}
-	cl, err := client.Dial(client.Options{HostPort: h.temporal})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cl := temporalClient(t)
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -89,10 +85,7 @@ func TestInterruptCancelsTheRun(t *testing.T) {
 // waitWorkflowEnd waits for the latest run of a workflow to close.
 func waitWorkflowEnd(t *testing.T, id string, within time.Duration) {
 	t.Helper()
-	cl, err := client.Dial(client.Options{HostPort: h.temporal})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cl := temporalClient(t)
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), within)
 	defer cancel()
@@ -104,10 +97,7 @@ func waitWorkflowEnd(t *testing.T, id string, within time.Duration) {
 // runIDOf returns the run ID of workflow id's latest run ("" if none).
 func runIDOf(t *testing.T, id string) string {
 	t.Helper()
-	cl, err := client.Dial(client.Options{HostPort: h.temporal})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cl := temporalClient(t)
 	defer cl.Close()
 	d, err := cl.DescribeWorkflow(context.Background(), id, "")
 	if err != nil || d.RawResponse == nil {
@@ -119,10 +109,7 @@ func runIDOf(t *testing.T, id string) string {
 // waitNewRun waits until workflow id runs again, in a run other than prev.
 func waitNewRun(t *testing.T, id, prev string, within time.Duration) {
 	t.Helper()
-	cl, err := client.Dial(client.Options{HostPort: h.temporal})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cl := temporalClient(t)
 	defer cl.Close()
 	for deadline := time.Now().Add(within); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
 		d, err := cl.DescribeWorkflow(context.Background(), id, "")

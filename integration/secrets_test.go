@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"go.temporal.io/sdk/client"
-
 	"github.com/sluicehq/sluice/internal/testenv"
 )
 
@@ -78,10 +76,7 @@ func TestPasswordsStayOutOfAFullRun(t *testing.T) {
 	}
 	out.WriteString(bad.stdout + bad.stderr)
 
-	cl, err := client.Dial(client.Options{HostPort: h.temporal})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cl := temporalClient(t)
 	defer cl.Close()
 	found := map[string]string{
 		"CLI output and errors": out.String(),
