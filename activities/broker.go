@@ -285,11 +285,9 @@ func (a *Activities) waitForLinks(ctx context.Context, p WaitParams) (WaitResult
 	// Heartbeats go on while a catalog read blocks on a store that does not
 	// answer (the store client's own timeouts bound it), so the run reads
 	// stalled, not gone, and no second attempt starts beside a blocked one.
-	details := func() any { return a.runDetails(k, p.Health, map[string]any{"waiting_after": p.After}) }
-	stop := a.heartbeat(ctx, details)
+	stop := a.heartbeat(ctx, func() any { return a.runDetails(k, p.Health, map[string]any{"waiting_after": p.After}) })
 	defer stop()
 	for {
-		activity.RecordHeartbeat(ctx, details())
 		cat, err := ch.LoadCatalog(ctx)
 		if err != nil {
 			return WaitResult{}, err
@@ -323,16 +321,14 @@ func (a *Activities) waitForLinks(ctx context.Context, p WaitParams) (WaitResult
 				return res, nil
 			}
 		}
+		behind := 0.0
 		if len(res.Pending) > 0 {
 			// Pending work keeps an apply's failure standing: only applying
 			// it shows the target takes it again.
 			a.Health.Polled(k, true)
+			behind = time.Since(res.Pending[0].CreatedAt).Seconds()
 		} else {
 			a.Health.Succeeded(k)
-		}
-		behind := 0.0
-		if len(res.Pending) > 0 {
-			behind = time.Since(res.Pending[0].CreatedAt).Seconds()
 		}
 		a.Health.Behind(k, len(res.Pending), behind)
 		if len(res.Pending) > 0 {

@@ -101,12 +101,8 @@ func ProducerWorkflow(ctx workflow.Context, in ProducerInput) (ProducerResult, e
 	st.Phase = "capturing"
 	st.Thresholds = in.Health.WithDefaults()
 	if in.Owner == "" {
-		// The slot's owner is this run of the workflow, kept across
-		// continue-as-new and lent to its rotations. The run ID keeps a
-		// producer of the same chain started elsewhere (another namespace
-		// or cluster) a stranger, which is refused, never taken over from.
-		info := workflow.GetInfo(ctx)
-		in.Owner = info.WorkflowExecution.ID + "@" + info.FirstRunID
+		// Kept across continue-as-new and lent to the rotations.
+		in.Owner = slotOwner(ctx)
 	}
 	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (ProducerStatus, error) {
 		return st, nil
@@ -268,6 +264,15 @@ func RotateWorkflow(ctx workflow.Context, p activities.ProducerParams) (producer
 	return res, err
 }
 
+// slotOwner names the workflow run reading the chain slot: its ID and first
+// run ID. The run ID keeps a producer of the same chain started elsewhere
+// (another namespace or cluster) a stranger, which is refused, never taken
+// over from.
+func slotOwner(ctx workflow.Context) string {
+	info := workflow.GetInfo(ctx)
+	return info.WorkflowExecution.ID + "@" + info.FirstRunID
+}
+
 // IncrementalInput starts an IncrementalWorkflow.
 type IncrementalInput struct {
 	activities.ProducerParams
@@ -277,8 +282,7 @@ type IncrementalInput struct {
 // source's position at its start (`sluice backup incremental`).
 func IncrementalWorkflow(ctx workflow.Context, in IncrementalInput) (activities.WindowResult, error) {
 	var res activities.WindowResult
-	info := workflow.GetInfo(ctx)
-	in.Owner = info.WorkflowExecution.ID + "@" + info.WorkflowExecution.RunID
+	in.Owner = slotOwner(ctx)
 	err := workflow.ExecuteActivity(longActivity(ctx, "capture up to the source's current position", 3), a.CaptureWindow,
 		activities.WindowParams{ProducerParams: in.ProducerParams, UpToNow: true, Idle: time.Minute}).Get(ctx, &res)
 	return res, err

@@ -93,23 +93,7 @@ func OpenCapture(ctx context.Context, o CaptureOptions, start string, schema *ch
 	if err := ensurePublication(ctx, c.sql, o.Publication); err != nil {
 		return nil, err
 	}
-	err = c.startReplication(ctx, startLSN)
-	if err != nil && o.Owner != "" && slotInUse(err) {
-		var pid int32
-		var took bool
-		if pid, took, err = takeOverSlot(ctx, c.sql, o.Slot, ownerAppName(o.Owner)); err != nil {
-			return nil, err
-		}
-		if took {
-			if o.OnTakeOver != nil && pid != 0 {
-				o.OnTakeOver(pid)
-			}
-			err = c.startReplication(ctx, startLSN)
-		} else {
-			err = errcode.New(errcode.SlotInUse, "replication slot %s is in use by another client (process %d), not by this producer", o.Slot, pid)
-		}
-	}
-	if err != nil {
+	if err := c.startStreaming(ctx, startLSN); err != nil {
 		return nil, err
 	}
 	// Confirm what the chain already holds at once, so a crash between a
@@ -119,6 +103,27 @@ func OpenCapture(ctx context.Context, o CaptureOptions, start string, schema *ch
 	}
 	ok = true
 	return c, nil
+}
+
+// startStreaming starts streaming the slot at start. A slot still held by one of this
+// owner's own connections (dead, unnoticed by the server) is taken over
+// first; any other holder is refused with SLUICE-E-SLOT-IN-USE.
+func (c *Capture) startStreaming(ctx context.Context, start pglogrepl.LSN) error {
+	err := c.startReplication(ctx, start)
+	if err == nil || c.o.Owner == "" || !slotInUse(err) {
+		return err
+	}
+	pid, took, err := takeOverSlot(ctx, c.sql, c.o.Slot, ownerAppName(c.o.Owner))
+	if err != nil {
+		return err
+	}
+	if !took {
+		return errcode.New(errcode.SlotInUse, "replication slot %s is in use by another client (process %d), not by this producer", c.o.Slot, pid)
+	}
+	if c.o.OnTakeOver != nil && pid != 0 {
+		c.o.OnTakeOver(pid)
+	}
+	return c.startReplication(ctx, start)
 }
 
 // startReplication opens the replication connection (a new one each time,
