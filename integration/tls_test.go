@@ -1,18 +1,9 @@
 package integration
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/binary"
-	"encoding/pem"
 	"io"
-	"math/big"
 	"net"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -88,8 +79,7 @@ func TestTLSNeverDowngraded(t *testing.T) {
 	}
 
 	// The real server offers TLS with a certificate no CA of ours signed.
-	caFile := filepath.Join(t.TempDir(), "other-ca.pem")
-	writeUnrelatedCA(t, caFile)
+	caFile, _, _ := testenv.SelfSignedCert(t, t.TempDir())
 	verify := testenv.DSN(src) + "&sslmode=verify-ca&sslrootcert=" + caFile
 	if !strings.Contains(testenv.DSN(src), "?") {
 		t.Fatalf("test DSN without a query: %s", testenv.DSN(src))
@@ -106,29 +96,4 @@ func TestTLSNeverDowngraded(t *testing.T) {
 		t.Fatalf("cannot make a sslmode=require DSN from %s", testenv.DSN(src))
 	}
 	mustSluice(t, "backup", "full", "--source", require, "--target", fileChain(t))
-}
-
-// writeUnrelatedCA writes a fresh self-signed CA certificate to path.
-func writeUnrelatedCA(t *testing.T, path string) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "sluice test CA nobody trusts"},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(time.Hour),
-		IsCA:                  true,
-		BasicConstraintsValid: true,
-		KeyUsage:              x509.KeyUsageCertSign,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
 }

@@ -2,20 +2,12 @@ package main
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"math/big"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -29,6 +21,7 @@ import (
 	"github.com/sluicehq/sluice/internal/errcode"
 	"github.com/sluicehq/sluice/internal/health"
 	"github.com/sluicehq/sluice/internal/telemetry"
+	"github.com/sluicehq/sluice/internal/testenv"
 )
 
 const testToken = "s3cret-admin-token-for-tests-0123456789"
@@ -37,49 +30,6 @@ const testToken = "s3cret-admin-token-for-tests-0123456789"
 type fakeProbe struct{ err error }
 
 func (f fakeProbe) ready(context.Context) error { return f.err }
-
-// writeSelfSigned writes a self-signed certificate for 127.0.0.1 and its key
-// into dir and returns their paths and a pool trusting the certificate.
-func writeSelfSigned(t *testing.T, dir string) (certPath, keyPath string, pool *x509.CertPool) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "sluice-worker test"},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(time.Hour),
-		IPAddresses:           []net.IP{net.ParseIP("127.0.0.1")},
-		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	certPath, keyPath = filepath.Join(dir, "admin.crt"), filepath.Join(dir, "admin.key")
-	if err := os.WriteFile(certPath, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(keyPath, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool = x509.NewCertPool()
-	pool.AddCert(cert)
-	return certPath, keyPath, pool
-}
 
 func newTelemetry(t *testing.T) *telemetry.Telemetry {
 	t.Helper()
@@ -97,7 +47,7 @@ func defaults(addr string) adminConfig {
 
 func TestNonLoopbackBindNeedsTokenAndTLS(t *testing.T) {
 	dir := t.TempDir()
-	certPath, keyPath, _ := writeSelfSigned(t, dir)
+	certPath, keyPath, _ := testenv.SelfSignedCert(t, dir)
 	tokenPath := filepath.Join(dir, "token")
 	if err := os.WriteFile(tokenPath, []byte(testToken+"\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -205,7 +155,7 @@ func TestRunRefusesUnprotectedBind(t *testing.T) {
 func protectedServer(t *testing.T, cfg adminConfig, probe readinessProbe) (base string, client *http.Client, tel *telemetry.Telemetry) {
 	t.Helper()
 	dir := t.TempDir()
-	certPath, keyPath, pool := writeSelfSigned(t, dir)
+	certPath, keyPath, pool := testenv.SelfSignedCert(t, dir)
 	tokenPath := filepath.Join(dir, "token")
 	if err := os.WriteFile(tokenPath, []byte(testToken), 0o600); err != nil {
 		t.Fatal(err)
