@@ -2,12 +2,10 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"sort"
 	"strings"
 	"time"
 
@@ -147,31 +145,6 @@ func normalizeStoreURL(flag, url string) (string, error) {
 		return "file://" + strings.TrimRight(url, "/"), nil
 	}
 	return "", errcode.New(errcode.ConfigInvalid, "%s %q: the accepted forms are file:///absolute/path, /absolute/path and s3://bucket/prefix", flag, url)
-}
-
-// printStatus prints a status struct as indented JSON, or as "key: value" lines.
-func (c *cli) printStatus(v any, asJSON bool) error {
-	b, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return err
-	}
-	if asJSON {
-		fmt.Fprintln(c.stdout, string(b))
-		return nil
-	}
-	var m map[string]any
-	if err := json.Unmarshal(b, &m); err != nil {
-		return err
-	}
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		fmt.Fprintf(c.stdout, "%-22s %v\n", k+":", m[k])
-	}
-	return nil
 }
 
 // runView is what `status` learns of a running workflow: its status query's

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"time"
 
@@ -146,19 +145,4 @@ func activityFacts(pa *workflowpb.PendingActivityInfo, dc converter.DataConverte
 		}
 	}
 	return f, th, carried
-}
-
-// merged joins the JSON fields of parts into one object for printing.
-func merged(parts ...any) (map[string]any, error) {
-	m := map[string]any{}
-	for _, part := range parts {
-		b, err := json.Marshal(part)
-		if err != nil {
-			return nil, fmt.Errorf("encode the status: %w", err)
-		}
-		if err := json.Unmarshal(b, &m); err != nil {
-			return nil, fmt.Errorf("encode the status: %w", err)
-		}
-	}
-	return m, nil
 }
