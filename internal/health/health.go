@@ -42,6 +42,9 @@ const (
 	CauseStoreUnreachable = "store_unreachable"
 	// CauseFailing: the run's last attempt failed for another reason.
 	CauseFailing = "failing"
+	// CauseWorkflowTaskFailing: the run's workflow task keeps failing (a
+	// workflow panic, non-determinism); it waits for a fixed worker.
+	CauseWorkflowTaskFailing = "workflow_task_failing"
 )
 
 // Default thresholds of the verdicts (see Thresholds).
@@ -115,6 +118,9 @@ type Facts struct {
 	Pending     bool      `json:"pending,omitempty"`
 	FailCause   string    `json:"fail_cause,omitempty"`
 	FailError   string    `json:"fail_error,omitempty"`
+	// TaskFailure is the failure of the run's workflow task while it keeps
+	// failing: seen in Temporal by whoever judges, never carried in heartbeats.
+	TaskFailure string `json:"-"`
 }
 
 // Merge combines two views of one run (the workflow's and its current
@@ -122,6 +128,9 @@ type Facts struct {
 // view that reported last, unless a delivery came after that report.
 func (f Facts) Merge(o Facts) Facts {
 	out := f
+	if out.TaskFailure == "" {
+		out.TaskFailure = o.TaskFailure
+	}
 	if o.ReportedAt.After(f.ReportedAt) {
 		out.Pending, out.FailCause, out.FailError = o.Pending, o.FailCause, o.FailError
 		out.ReportedAt = o.ReportedAt
@@ -146,6 +155,9 @@ func latest(a, b time.Time) time.Time {
 func Judge(f Facts, now time.Time, th Thresholds) (verdict, cause string) {
 	th = th.WithDefaults()
 	switch {
+	case f.TaskFailure != "":
+		// Known to exist and why it is stuck, though nothing reports on it.
+		return Stalled, CauseWorkflowTaskFailing
 	case f.ReportedAt.IsZero() || now.Sub(f.ReportedAt) > th.NotRunning:
 		return NotRunning, ""
 	case f.FailCause != "":
@@ -415,7 +427,7 @@ func (t *Tracker) Statuses() []Status {
 			r.verdict, r.cause = v, c
 		}
 		f := r.facts
-		s := Status{Key: k, Verdict: v, Cause: c, Pending: f.Pending, LastError: f.FailError,
+		s := Status{Key: k, Verdict: v, Cause: c, Pending: f.Pending, LastError: f.StallError(),
 			LastReportAgeSec: now.Sub(f.ReportedAt).Seconds(), Thresholds: r.th.WithDefaults(), Changes: r.changes,
 			LinksBehind: r.linksBehind, SecondsBehind: r.secondsBehind,
 			SlotRetainedBytes: r.slotRetained, SlotWalStatus: r.walStatus}
@@ -452,7 +464,7 @@ func (t *Tracker) transition(k Key, r *run, v, c string, now time.Time) {
 	switch {
 	case v == Stalled:
 		t.log.Warn("run health degraded to stalled", "role", k.Role, "name", k.Name, "cause", c,
-			"poll_age_s", pollAge, "delivery_age_s", deliveryAge, "last_error", r.facts.FailError)
+			"poll_age_s", pollAge, "delivery_age_s", deliveryAge, "last_error", r.facts.StallError())
 	case r.verdict == Stalled:
 		t.log.Info("run recovered from stall", "role", k.Role, "name", k.Name, "verdict", v, "previous_cause", r.cause)
 	}
