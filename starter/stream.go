@@ -87,7 +87,7 @@ func (c *cli) backupStreamCmd() *cobra.Command {
 
 func (c *cli) streamRunCmd() *cobra.Command {
 	var pf producerFlags
-	var rollover time.Duration
+	var rollover, idle time.Duration
 	var maxChanges, maxBytes int64
 	var rotateAt, parallel int
 	var hf healthFlags
@@ -109,6 +109,8 @@ func (c *cli) streamRunCmd() *cobra.Command {
 				return usageError("--retain-rotate-at-chain-length %d: give 0 (never) or more", rotateAt)
 			case parallel < 1 || parallel > 64:
 				return usageError("--parallel %d: give 1 to 64", parallel)
+			case idle < time.Second || idle > time.Hour:
+				return usageError("--idle-window %s: give 1s to 1h", idle)
 			}
 			p.Parallel = parallel
 			// A window polls the source about every second and commits
@@ -116,7 +118,7 @@ func (c *cli) streamRunCmd() *cobra.Command {
 			if p.Health, err = hf.thresholds(producerPollEvery); err != nil {
 				return err
 			}
-			in := workflows.ProducerInput{ProducerParams: p, Rollover: rollover, MaxChanges: maxChanges, MaxBytes: maxBytes, RotateAt: rotateAt}
+			in := workflows.ProducerInput{ProducerParams: p, Rollover: rollover, MaxChanges: maxChanges, MaxBytes: maxBytes, RotateAt: rotateAt, Idle: idle}
 			var res workflows.ProducerResult
 			return c.start(cmd.Context(), launch{
 				id:       producerID(p.Store.URL),
@@ -140,6 +142,7 @@ func (c *cli) streamRunCmd() *cobra.Command {
 	cmd.Flags().Int64Var(&maxBytes, "rollover-max-bytes", 512<<20, "also commit once a window read this many bytes of log (0: no bound)")
 	cmd.Flags().IntVar(&rotateAt, "retain-rotate-at-chain-length", 0, "rotate into a new segment (a new full) after this many incrementals (0: never)")
 	cmd.Flags().IntVar(&parallel, "parallel", 2, "tables a rotation's full copies at once")
+	cmd.Flags().DurationVar(&idle, "idle-window", workflows.DefaultIdleWindow, "end a window that captured nothing after this long, and start the next (each costs a few history events)")
 	cmd.Flags().BoolVar(&c.detach, "detach", false, "return once the workflow has started")
 	hf.bind(cmd)
 	return cmd

@@ -46,7 +46,7 @@ func (c *cli) brokerRunCmd() *cobra.Command {
 	var tgt targetFlags
 	var backupTarget, stream, atChainID string
 	var concurrency int
-	var poll time.Duration
+	var poll, maxWait time.Duration
 	var reset, yes bool
 	var hf healthFlags
 	cmd := &cobra.Command{
@@ -70,6 +70,8 @@ func (c *cli) brokerRunCmd() *cobra.Command {
 				return usageError("--apply-concurrency %d: give 1 to 64", concurrency)
 			case poll < 100*time.Millisecond || poll > time.Hour:
 				return usageError("--poll-interval %s: give 100ms to 1h", poll)
+			case maxWait < time.Second || maxWait > 20*time.Minute:
+				return usageError("--max-wait %s: give 1s to 20m", maxWait)
 			case reset && atChainID != "":
 				return usageError("--reset-target-data and --at-chain-id exclude each other: one rebuilds the target, the other asserts what it holds")
 			case yes && !reset:
@@ -86,7 +88,7 @@ func (c *cli) brokerRunCmd() *cobra.Command {
 			}
 			in := workflows.BrokerInput{
 				BrokerParams: activities.BrokerParams{Store: st, Target: ref, Stream: stream, Health: th},
-				Concurrency:  concurrency, PollInterval: poll, Reset: reset, AtChainID: atChainID,
+				Concurrency:  concurrency, PollInterval: poll, MaxWait: maxWait, Reset: reset, AtChainID: atChainID,
 			}
 			var res workflows.BrokerResult
 			return c.start(cmd.Context(), launch{
@@ -112,6 +114,7 @@ func (c *cli) brokerRunCmd() *cobra.Command {
 	cmd.Flags().StringVar(&stream, "stream-id", "", "names this stream's position in the target (required)")
 	cmd.Flags().IntVar(&concurrency, "apply-concurrency", 1, "lanes applying in parallel, hashed by table and key")
 	cmd.Flags().DurationVar(&poll, "poll-interval", 10*time.Second, "how often the chain's catalog is read for new links")
+	cmd.Flags().DurationVar(&maxWait, "max-wait", workflows.DefaultBrokerMaxWait, "longest one wait for new links lasts before the broker starts the next (each costs a few history events)")
 	hf.bind(cmd)
 	cmd.Flags().BoolVar(&reset, "reset-target-data", false, "drop the target's tables, restore the chain through its tail, then tail it")
 	cmd.Flags().BoolVar(&yes, "yes", false, "with --reset-target-data: do not ask for confirmation")

@@ -18,8 +18,11 @@ type BrokerInput struct {
 	activities.BrokerParams
 	Concurrency  int           `json:"concurrency"`
 	PollInterval time.Duration `json:"poll_interval"`
-	Reset        bool          `json:"reset,omitempty"`
-	AtChainID    string        `json:"at_chain_id,omitempty"`
+	// MaxWait bounds one wait for new links (zero: DefaultBrokerMaxWait).
+	// A wait that finds nothing is an idle tick: the loop starts the next.
+	MaxWait   time.Duration `json:"max_wait,omitempty"`
+	Reset     bool          `json:"reset,omitempty"`
+	AtChainID string        `json:"at_chain_id,omitempty"`
 	// Carried over continue-as-new.
 	State *BrokerStatus `json:"state,omitempty"`
 }
@@ -92,9 +95,15 @@ func waitActivity(ctx workflow.Context) workflow.Context {
 	})
 }
 
-// brokerMaxWait bounds one wait activity; a quiet chain costs a few history
-// events per brokerMaxWait.
-const brokerMaxWait = 5 * time.Minute
+// DefaultBrokerMaxWait bounds one wait activity when the run does not say;
+// a quiet chain costs a few history events per wait.
+const DefaultBrokerMaxWait = 5 * time.Minute
+
+// versionIdleTick names the change that made an empty wait an idle tick
+// that goes straight to the next wait. Runs recorded before it checked the
+// chain after an empty wait (and then panicked on the empty slice); on
+// replay they still schedule that check, and then wait again.
+const versionIdleTick = "broker-idle-tick"
 
 // BrokerWorkflow replays a chain into a target exactly once: it decides the
 // start mode, cold-starts through a child restore when asked, then waits for
@@ -171,6 +180,10 @@ func BrokerWorkflow(ctx workflow.Context, in BrokerInput) (BrokerResult, error) 
 		}
 	}
 
+	maxWait := in.MaxWait
+	if maxWait <= 0 {
+		maxWait = DefaultBrokerMaxWait
+	}
 	for {
 		if stopped() {
 			st.Phase = "stopped"
@@ -187,7 +200,7 @@ func BrokerWorkflow(ctx workflow.Context, in BrokerInput) (BrokerResult, error) 
 		var wait activities.WaitResult
 		fut := workflow.ExecuteActivity(waitActivity(wctx), a.WaitForLinks, activities.WaitParams{
 			BrokerParams: in.BrokerParams, After: st.LastApplied, PollInterval: in.PollInterval,
-			MaxWait: brokerMaxWait, StopAfter: st.StartedAt,
+			MaxWait: maxWait, StopAfter: st.StartedAt,
 		})
 		sel := workflow.NewSelector(ctx)
 		var err error
@@ -223,6 +236,13 @@ func BrokerWorkflow(ctx workflow.Context, in BrokerInput) (BrokerResult, error) 
 			st.StopRequested = true
 			continue
 		}
+		if len(wait.Pending) == 0 {
+			// An idle tick: the chain holds nothing past the position.
+			st.LinksBehind, st.SecondsBehind = 0, 0
+			if workflow.GetVersion(ctx, versionIdleTick, workflow.DefaultVersion, 1) == 1 {
+				continue
+			}
+		}
 		// The whole chain is checked for severed transactions before
 		// anything of this tick is applied.
 		st.Phase = "checking the chain"
@@ -250,56 +270,55 @@ func BrokerWorkflow(ctx workflow.Context, in BrokerInput) (BrokerResult, error) 
 		if len(wait.Pending) > 0 {
 			st.SecondsBehind = now.Sub(wait.Pending[0].CreatedAt).Seconds()
 		}
+		if len(wait.Pending) == 0 || stopped() {
+			continue
+		}
 		// One incremental per tick: the next tick reads the catalog and the
 		// store's stop marker again, so a stop is observed between
 		// incrementals even while the broker is far behind.
-		for i, link := range wait.Pending[:1] {
-			if stopped() {
-				break
+		link := wait.Pending[0]
+		st.Phase, st.Applying = "judging", link.ID
+		params := activities.BrokerApplyParams{BrokerParams: in.BrokerParams, Link: link, Concurrency: in.Concurrency}
+		var judged activities.JudgeResult
+		err = workflow.ExecuteActivity(shortActivity(ctx, "judge incremental "+link.ID), a.JudgeBrokerIncremental, params).Get(ctx, &judged)
+		var r activities.BrokerApplyResult
+		applying := false
+		if err == nil {
+			st.Phase, applying = "applying", true
+			err = workflow.ExecuteActivity(brokerApplyActivity(ctx, link.ID), a.ApplyBrokerIncremental, params).Get(ctx, &r)
+		}
+		if err != nil {
+			if isCanceled(ctx, err) && !applying {
+				return cancelled("", "")
 			}
-			st.Phase, st.Applying = "judging", link.ID
-			params := activities.BrokerApplyParams{BrokerParams: in.BrokerParams, Link: link, Concurrency: in.Concurrency}
-			var judged activities.JudgeResult
-			err := workflow.ExecuteActivity(shortActivity(ctx, "judge incremental "+link.ID), a.JudgeBrokerIncremental, params).Get(ctx, &judged)
-			var r activities.BrokerApplyResult
-			applying := false
-			if err == nil {
-				st.Phase, applying = "applying", true
-				err = workflow.ExecuteActivity(brokerApplyActivity(ctx, link.ID), a.ApplyBrokerIncremental, params).Get(ctx, &r)
+			if isCanceled(ctx, err) {
+				return cancelled(errcode.BrokerIncrementalPartial, "cancelled while applying incremental "+link.ID+"; run again to resume exactly once")
 			}
-			if err != nil {
-				if isCanceled(ctx, err) && !applying {
-					return cancelled("", "")
-				}
-				if isCanceled(ctx, err) {
-					return cancelled(errcode.BrokerIncrementalPartial, "cancelled while applying incremental "+link.ID+"; run again to resume exactly once")
-				}
-				if st.failed(ctx, err) {
-					return BrokerResult{Status: st}, err
-				}
-				break // wait again, then retry from the position
+			if st.failed(ctx, err) {
+				return BrokerResult{Status: st}, err
 			}
-			st.LastError, st.LastErrorCode = "", ""
-			st.LastAppliedAt = workflow.Now(ctx)
-			st.LastApplied, st.Applying = link.ID, ""
-			st.LastAppliedCreatedAt = link.CreatedAt
-			st.Incrementals++
-			st.ChangesApplied += r.Applied
-			st.ChangesSkipped += r.Skipped
-			st.Unidentified += judged.Unidentified
-			if judged.Unidentified > 0 {
-				// Logged here, once the incremental is applied, rather than
-				// by the judgment: a judgment repeated after a failed apply
-				// or a retried activity does not log it again, and a replay
-				// never logs.
-				workflow.GetLogger(ctx).Warn("BROKER-UNIDENTIFIED-CHANGES: changes without apply identity re-applied without marks and converge by key",
-					"stream", in.Stream, "incremental", link.ID, "count", judged.Unidentified)
-			}
-			st.LinksBehind = len(wait.Pending) - i - 1
-			st.SecondsBehind = 0
-			if i+1 < len(wait.Pending) {
-				st.SecondsBehind = workflow.Now(ctx).Sub(wait.Pending[i+1].CreatedAt).Seconds()
-			}
+			continue // wait again, then retry from the position
+		}
+		st.LastError, st.LastErrorCode = "", ""
+		st.LastAppliedAt = workflow.Now(ctx)
+		st.LastApplied, st.Applying = link.ID, ""
+		st.LastAppliedCreatedAt = link.CreatedAt
+		st.Incrementals++
+		st.ChangesApplied += r.Applied
+		st.ChangesSkipped += r.Skipped
+		st.Unidentified += judged.Unidentified
+		if judged.Unidentified > 0 {
+			// Logged here, once the incremental is applied, rather than
+			// by the judgment: a judgment repeated after a failed apply
+			// or a retried activity does not log it again, and a replay
+			// never logs.
+			workflow.GetLogger(ctx).Warn("BROKER-UNIDENTIFIED-CHANGES: changes without apply identity re-applied without marks and converge by key",
+				"stream", in.Stream, "incremental", link.ID, "count", judged.Unidentified)
+		}
+		st.LinksBehind = len(wait.Pending) - 1
+		st.SecondsBehind = 0
+		if len(wait.Pending) > 1 {
+			st.SecondsBehind = workflow.Now(ctx).Sub(wait.Pending[1].CreatedAt).Seconds()
 		}
 	}
 }

@@ -25,6 +25,9 @@ type ProducerInput struct {
 	// RotateAt rotates into a new segment once the tip segment holds this
 	// many incrementals (0: never).
 	RotateAt int `json:"rotate_at,omitempty"`
+	// Idle ends a window that captured no transaction after this long
+	// (zero: DefaultIdleWindow), so a quiet source still turns the loop.
+	Idle time.Duration `json:"idle,omitempty"`
 	// Carried over continue-as-new.
 	State ProducerStatus `json:"state,omitempty"`
 }
@@ -85,9 +88,10 @@ func windowActivity(ctx workflow.Context) workflow.Context {
 	})
 }
 
-// idleWindow is how long a window waits for a transaction before it returns
-// empty; a quiet chain then costs one activity per idleWindow of history.
-const idleWindow = 5 * time.Minute
+// DefaultIdleWindow is how long a window waits for a transaction before it
+// returns empty, when the run does not say; a quiet chain then costs one
+// activity of history per idle window.
+const DefaultIdleWindow = 5 * time.Minute
 
 // ProducerWorkflow keeps a chain fed: one activity per window, rotation into
 // a new segment as a child workflow, stop by signal or store marker,
@@ -115,6 +119,10 @@ func ProducerWorkflow(ctx workflow.Context, in ProducerInput) (ProducerResult, e
 			st.StopRequested = true
 		}
 	}
+	idle := in.Idle
+	if idle <= 0 {
+		idle = DefaultIdleWindow
+	}
 	failures := 0
 	for {
 		drainStop()
@@ -132,7 +140,7 @@ func ProducerWorkflow(ctx workflow.Context, in ProducerInput) (ProducerResult, e
 		var res activities.WindowResult
 		fut := workflow.ExecuteActivity(windowActivity(wctx), a.CaptureWindow, activities.WindowParams{
 			ProducerParams: in.ProducerParams, Rollover: in.Rollover, MaxChanges: in.MaxChanges, MaxBytes: in.MaxBytes,
-			Idle: idleWindow, StopAfter: st.StartedAt,
+			Idle: idle, StopAfter: st.StartedAt,
 		})
 		// A stop signal asks the running window to end at its next
 		// transaction boundary through the store marker; the activity
