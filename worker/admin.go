@@ -236,11 +236,7 @@ func newAdminHandler(s adminSettings, probe readinessProbe, tel *telemetry.Telem
 		"/metrics": {handler: tel.Handler(), protected: true},
 		"/status": {handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 			w.Header().Set("Content-Type", "application/json")
-			runs := tel.RunStatuses()
-			if runs == nil {
-				runs = []health.Status{}
-			}
-			_ = json.NewEncoder(w).Encode(map[string]any{"runs": runs})
+			_ = json.NewEncoder(w).Encode(map[string]any{"runs": health.Views(tel.RunStatuses())})
 		}), protected: true},
 	}
 	return h

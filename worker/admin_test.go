@@ -432,7 +432,7 @@ func TestStatusAndRunHealth(t *testing.T) {
 		t.Fatalf("/status: %d", code)
 	}
 	var st struct {
-		Runs []health.Status `json:"runs"`
+		Runs []health.StatusView `json:"runs"`
 	}
 	if err := json.Unmarshal([]byte(body), &st); err != nil {
 		t.Fatalf("/status is not JSON: %v\n%s", err, body)
@@ -440,6 +440,14 @@ func TestStatusAndRunHealth(t *testing.T) {
 	got := map[string]string{}
 	for _, r := range st.Runs {
 		got[r.Role+"/"+r.Name] = r.Verdict + "/" + r.Cause
+		// Durations are in seconds, and the keys say so.
+		want := health.ThresholdsView{PollStallSeconds: 120, DeliveryStallSeconds: 600, NotRunningSeconds: 600}
+		if r.Thresholds != want {
+			t.Errorf("/status %s/%s thresholds = %+v, want the defaults in seconds %+v\n%s", r.Role, r.Name, r.Thresholds, want, body)
+		}
+	}
+	if !strings.Contains(body, `"thresholds":{"poll_stall_seconds":120,"delivery_stall_seconds":600,"not_running_seconds":600}`) {
+		t.Errorf("/status does not give the thresholds in seconds:\n%s", body)
 	}
 	want := map[string]string{"broker/quiet": "idle/", "producer/file:///chain": "healthy/", "broker/refused": "stalled/target_refusing_apply"}
 	for k, v := range want {
