@@ -154,6 +154,7 @@ type runView struct {
 	answered bool
 	queryErr error
 	pending  []*workflowpb.PendingActivityInfo
+	task     taskState // see taskfailure.go
 }
 
 // statusQueryTimeout bounds the status query: with no worker alive, Temporal
@@ -186,7 +187,7 @@ func (c *cli) queryRunning(ctx context.Context, id string, v any) (runView, erro
 		return runView{}, errcode.New(errcode.NotRunning, "workflow %s is not running (its last run ended %s)", id,
 			strings.ToLower(strings.TrimPrefix(status.String(), "WORKFLOW_EXECUTION_STATUS_")))
 	}
-	view := runView{pending: desc.GetPendingActivities()}
+	view := runView{pending: desc.GetPendingActivities(), task: c.checkTask(ctx, cl, desc)}
 	for _, child := range desc.GetPendingChildren() {
 		cd, err := describe(child.GetWorkflowId(), child.GetRunId())
 		if err != nil {

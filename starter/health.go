@@ -79,6 +79,7 @@ func (c *cli) judgeRun(view runView, wf health.Facts, th health.Thresholds, now 
 			th = *ath
 		}
 	}
+	f = view.task.facts(f)
 	v, cause := health.Judge(f, now, th)
 	out := verdictView{Verdict: v, Cause: cause}
 	out.PollAge, out.DeliveryAge = f.Ages(now)
@@ -87,11 +88,12 @@ func (c *cli) judgeRun(view runView, wf health.Facts, th health.Thresholds, now 
 		out.ReportAge = now.Sub(f.ReportedAt).Seconds()
 	}
 	if v == health.Stalled {
-		out.StallError = f.FailError
+		out.StallError = f.StallError()
 	}
 	if !view.answered {
 		out.QueryUnanswered = fmt.Sprintf("no worker answered the status query within %s (%v): the verdict comes from the run's pending activities alone", statusQueryTimeout, view.queryErr)
 	}
+	out.QueryUnanswered = view.task.unanswered(view.answered, out.QueryUnanswered)
 	return out, nil
 }
 
