@@ -93,11 +93,15 @@ func run(args []string) int {
 	}
 	defer cl.Close()
 
+	// WorkflowPanicPolicy stays the SDK's default (BlockWorkflow): a run
+	// whose workflow code panics or does not replay waits, retrying its
+	// workflow task, until a fixed worker takes it (taskwatch.go reports it).
 	w := worker.New(cl, cfg.TaskQueue, worker.Options{
 		// Send heartbeats (and the progress they carry) within a couple of
 		// seconds, so `sluice` and the UI show live progress.
 		DefaultHeartbeatThrottleInterval: time.Second,
 		MaxHeartbeatThrottleInterval:     2 * time.Second,
+		Interceptors:                     testHookInterceptors(os.Getenv(panicWorkflowsEnv)),
 	})
 	// Each run this worker hosts gets a verdict; transitions are logged
 	// once, and /status and /metrics show them.
@@ -118,6 +122,9 @@ func run(args []string) int {
 			}
 		}
 	}()
+	if err := startTaskWatch(ctx, cl, cfg, tracker, logger); err != nil {
+		return refuse(err)
+	}
 	workflows.Register(w, &activities.Activities{Health: tracker, Observe: tel})
 
 	ready := &readiness{client: cl}
