@@ -59,11 +59,12 @@ func (c *cli) printStatus(v any, asJSON bool) error {
 		return err
 	}
 	if asJSON {
-		b, err := json.MarshalIndent(r.machine(), "", "  ")
-		if err != nil {
+		enc := json.NewEncoder(c.stdout)
+		enc.SetIndent("", "  ")
+		enc.SetEscapeHTML(false) // messages and hints hold <ID>, not HTML
+		if err := enc.Encode(r.machine()); err != nil {
 			return fmt.Errorf("encode the status: %w", err)
 		}
-		fmt.Fprintln(c.stdout, string(b))
 		return nil
 	}
 	for _, l := range r.lines() {
