@@ -74,11 +74,12 @@ func (c *cli) root() *cobra.Command {
 func (c *cli) run(ctx context.Context, args []string) int {
 	root := c.root()
 	root.SetArgs(args)
-	err := root.ExecuteContext(ctx)
+	cmd, err := root.ExecuteContextC(ctx)
 	c.closeTracing()
 	if err == nil {
 		return errcode.ExitOK
 	}
+	c.printEnded(cmd, err)
 	if strings.HasPrefix(err.Error(), "unknown command") || strings.HasPrefix(err.Error(), "unknown flag") ||
 		strings.Contains(err.Error(), "required flag") || strings.HasPrefix(err.Error(), "accepts ") {
 		err = usageError("%v", err)
@@ -184,8 +185,7 @@ func (c *cli) queryRunning(ctx context.Context, id string, v any) (runView, erro
 		return runView{}, errcode.Wrap(errcode.TemporalUnreachable, err, "describe %s", id)
 	}
 	if status := desc.GetWorkflowExecutionInfo().GetStatus(); status != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
-		return runView{}, errcode.New(errcode.NotRunning, "workflow %s is not running (its last run ended %s)", id,
-			strings.ToLower(strings.TrimPrefix(status.String(), "WORKFLOW_EXECUTION_STATUS_")))
+		return runView{}, c.ended(ctx, cl, id, desc.GetWorkflowExecutionInfo())
 	}
 	view := runView{pending: desc.GetPendingActivities(), task: c.checkTask(ctx, cl, desc)}
 	for _, child := range desc.GetPendingChildren() {
