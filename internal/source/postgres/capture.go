@@ -55,6 +55,9 @@ type Capture struct {
 	// safe is the position the slot may be confirmed to: everything before
 	// it is committed in the chain (or was never part of it).
 	safe pglogrepl.LSN
+	// confirmed is the last position sent as flushed (the slot's, once the
+	// server took it).
+	confirmed pglogrepl.LSN
 	// received is the furthest position the server reported sending.
 	received  pglogrepl.LSN
 	relations map[uint32]*pglogrepl.RelationMessageV2
@@ -237,6 +240,7 @@ func (c *Capture) confirm(ctx context.Context) error {
 	if err != nil {
 		return classify(err, "confirm slot position")
 	}
+	c.confirmed = c.safe
 	return nil
 }
 
@@ -352,6 +356,15 @@ func (c *Capture) Next(ctx context.Context, lim Limits, sink Sink) (Window, erro
 			}
 			if caughtUp {
 				done = true
+			}
+			if done && c.safe > c.confirmed {
+				// A quiet window learnt from keepalives that the source
+				// has nothing the chain lacks up to c.safe: say so before
+				// the session ends, or windows shorter than the periodic
+				// confirm would never let the slot release WAL.
+				if err := c.confirm(ctx); err != nil {
+					return w, err
+				}
 			}
 			if done {
 				w.End = end.String()
