@@ -81,6 +81,12 @@ func TestQuietChainStaysAlive(t *testing.T) {
 		t.Errorf("a full of an empty database reports no tables:\n%s", r)
 	}
 	mustSluice(t, q("restore", "--backup-target", chainURL, "--target", testenv.DSN(restored))...)
+	// A one-shot incremental of a source with nothing new commits nothing
+	// and ends.
+	mustSluice(t, q("backup", "incremental", "--source", testenv.DSN(src), "--target", chainURL)...)
+	if _, cat := openChainAt(t, chainURL); len(cat.Links()) != 1 {
+		t.Fatalf("an incremental of a quiet source adds no link; the chain holds %d", len(cat.Links()))
+	}
 
 	mustSluice(t, q("backup", "stream", "run", "--source", testenv.DSN(src), "--target", chainURL,
 		"--rollover-window", "1s", "--idle-window", "1s", "--retain-rotate-at-chain-length", "1",
