@@ -9,6 +9,7 @@ import (
 	"github.com/sluicehq/sluice/internal/chain"
 	"github.com/sluicehq/sluice/internal/credentials"
 	"github.com/sluicehq/sluice/internal/errcode"
+	pgsource "github.com/sluicehq/sluice/internal/source/postgres"
 	pgtarget "github.com/sluicehq/sluice/internal/target/postgres"
 )
 
@@ -30,6 +31,9 @@ type RestorePlan struct {
 	Changes      int64          `json:"changes,omitempty"`
 	// Through is the last link the restore reaches.
 	Through string `json:"through"`
+	// NotCarried names what the chain's source engine does not carry
+	// (views, functions, …), for the operator to recreate by hand.
+	NotCarried string `json:"not_carried,omitempty"`
 }
 
 // RestoreTable is one table of a restore plan.
@@ -76,7 +80,7 @@ func (a *Activities) PlanRestore(ctx context.Context, p PlanRestoreParams) (Rest
 	if err != nil {
 		return RestorePlan{}, a.temporalError(err)
 	}
-	plan := RestorePlan{ChainID: cat.ChainID, FullID: m.ID, Rows: m.Rows, Through: through}
+	plan := RestorePlan{ChainID: cat.ChainID, FullID: m.ID, Rows: m.Rows, Through: through, NotCarried: pgsource.NotCarried}
 	for _, l := range path[1:] {
 		plan.Incrementals = append(plan.Incrementals, l.ID)
 		plan.Changes += l.Changes

@@ -80,6 +80,9 @@ func (c *cli) restoreCmd() *cobra.Command {
 					if res.Incrementals > 0 {
 						fmt.Fprintf(c.stdout, "applied %d incrementals (%d changes) through %s\n", res.Incrementals, res.Changes, res.Through)
 					}
+					if res.NotCarried != "" {
+						fmt.Fprintf(c.stdout, "not carried by the chain, so not restored: %s\n", res.NotCarried)
+					}
 				},
 			})
 		},

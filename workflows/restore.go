@@ -27,6 +27,9 @@ type RestoreResult struct {
 	Incrementals int    `json:"incrementals,omitempty"`
 	Changes      int64  `json:"changes,omitempty"`
 	Through      string `json:"through"`
+	// NotCarried names what the chain does not carry and the restore did
+	// not create (views, functions, triggers, …).
+	NotCarried string `json:"not_carried,omitempty"`
 }
 
 // RestoreStatus is what the status query of a restore returns.
@@ -86,7 +89,7 @@ func RestoreWorkflow(ctx workflow.Context, in RestoreInput) (RestoreResult, erro
 	}
 	st.Phase = "done"
 	return RestoreResult{ChainID: plan.ChainID, FullID: plan.FullID, Tables: len(plan.Tables), Rows: st.RowsDone,
-		Incrementals: len(plan.Incrementals), Changes: st.ChangesDone, Through: plan.Through}, nil
+		Incrementals: len(plan.Incrementals), Changes: st.ChangesDone, Through: plan.Through, NotCarried: plan.NotCarried}, nil
 }
 
 // loadTables runs one LoadTable activity per table, at most parallel at once.

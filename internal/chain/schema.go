@@ -7,6 +7,9 @@ type Schema struct {
 	Tables []Table `json:"tables"`
 	// Enums are user-defined enum types the tables use.
 	Enums []Enum `json:"enums,omitempty"`
+	// Types are the user-defined domains, composite and range types, in the
+	// order they must be created: each after every recorded type it uses.
+	Types []UserType `json:"types,omitempty"`
 	// Sequences with their values as of the snapshot.
 	Sequences []Sequence `json:"sequences,omitempty"`
 	// Extensions the source has installed (other than plpgsql), created on
@@ -102,6 +105,25 @@ type Enum struct {
 	Schema string   `json:"schema"`
 	Name   string   `json:"name"`
 	Labels []string `json:"labels"`
+}
+
+// Kinds of UserType.
+const (
+	TypeDomain    = "domain"
+	TypeComposite = "composite"
+	TypeRange     = "range"
+)
+
+// UserType is a user-defined type a restore recreates before the tables.
+type UserType struct {
+	Schema string `json:"schema"`
+	Name   string `json:"name"`
+	// Kind is TypeDomain, TypeComposite or TypeRange.
+	Kind string `json:"kind"`
+	// Definition is the statement that creates the type on the source's
+	// engine (for PostgreSQL, CREATE DOMAIN or CREATE TYPE), with every
+	// name qualified.
+	Definition string `json:"definition"`
 }
 
 // Sequence is a sequence and its state at the snapshot.

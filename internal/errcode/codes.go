@@ -89,6 +89,9 @@ var (
 	PublicationMissing = register("SLUICE-E-PUBLICATION-MISSING", ExitRefused,
 		"The publication named with --publication does not exist on the source.",
 		"Create it (CREATE PUBLICATION <name> FOR ALL TABLES, as a superuser) or omit --publication to use sluice's own.")
+	SourceReplicaIdentity = register("SLUICE-E-SOURCE-REPLICA-IDENTITY", ExitRefused,
+		"Tables the chain's publication publishes, or would publish once created, have no usable replica identity (no primary key, REPLICA IDENTITY NOTHING, or an identity index that is gone). PostgreSQL rejects every UPDATE and DELETE on such a published table, in the application too, so sluice creates neither the publication nor the slot.",
+		"Give each table the message lists the identity it names (ALTER TABLE … REPLICA IDENTITY USING INDEX <a NOT NULL unique index>, or … FULL when the table has none), or let `sluice backup full --set-replica-identity auto` run those statements; then run again.")
 	SlotExists = register("SLUICE-E-SLOT-EXISTS", ExitRefused,
 		"The replication slot the chain would create already exists on the source.",
 		"Another chain may own it. Name another slot with --slot-name, or drop the stale slot (SELECT pg_drop_replication_slot('<name>')) if you are sure nothing uses it.")

@@ -179,8 +179,9 @@ func startError(err error, slot string) error {
 	return classify(err, "start replication on slot "+slot)
 }
 
-// ensurePublication creates the default publication when it is missing; a
-// named publication must exist.
+// ensurePublication creates the default publication when it is missing,
+// unless a table it would publish has no usable replica identity; a named
+// publication must exist.
 func ensurePublication(ctx context.Context, conn *pgx.Conn, name string) error {
 	var exists bool
 	if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_publication WHERE pubname = $1)`, name).Scan(&exists); err != nil {
@@ -191,6 +192,15 @@ func ensurePublication(ctx context.Context, conn *pgx.Conn, name string) error {
 	}
 	if name != DefaultPublication {
 		return errcode.New(errcode.PublicationMissing, "publication %q does not exist on the source", name)
+	}
+	// FOR ALL TABLES makes PostgreSQL reject the application's updates and
+	// deletes on every table without a usable replica identity: refuse first.
+	gaps, err := identityGaps(ctx, conn, name)
+	if err != nil {
+		return err
+	}
+	if len(gaps) > 0 {
+		return identityRefusal(name, false, gaps)
 	}
 	if _, err := conn.Exec(ctx, "CREATE PUBLICATION "+pgx.Identifier{name}.Sanitize()+" FOR ALL TABLES"); err != nil {
 		var pgErr *pgconn.PgError

@@ -37,6 +37,14 @@ type FullBackupOptions struct {
 	// publications older than the position it decodes. Default
 	// DefaultPublication.
 	Publication string
+	// SetReplicaIdentity is what ChainSlot does about tables the
+	// publication would publish without a usable replica identity, whose
+	// updates and deletes PostgreSQL would reject from then on:
+	// IdentityRefuse (the default) or IdentityAuto.
+	SetReplicaIdentity string
+	// OnReplicaIdentitySet, when set, is told of each table whose replica
+	// identity IdentityAuto changed.
+	OnReplicaIdentitySet func(IdentityGap)
 	// Parallel is how many tables are copied at once (default 2).
 	Parallel int
 	// ChunkBytes is the uncompressed size of a chunk (default DefaultChunkBytes).
@@ -155,6 +163,12 @@ func FullBackup(ctx context.Context, ch *chain.Chain, o FullBackupOptions) (*cha
 		pub := o.Publication
 		if pub == "" {
 			pub = DefaultPublication
+		}
+		// Before the publication exists (or, for an existing one, before
+		// the slot makes sluice depend on it): no published table may be
+		// left whose updates and deletes would fail in the application.
+		if err := checkReplicaIdentity(ctx, ctl, pub, o.SetReplicaIdentity, o.OnReplicaIdentitySet); err != nil {
+			return nil, err
 		}
 		if err := ensurePublication(ctx, ctl, pub); err != nil {
 			return nil, err

@@ -55,6 +55,9 @@ func ReadSchema(ctx context.Context, tx pgx.Tx) (*chain.Schema, []uint32, error)
 	if err := readEnums(ctx, tx, s); err != nil {
 		return nil, nil, err
 	}
+	if err := readUserTypes(ctx, tx, s); err != nil {
+		return nil, nil, err
+	}
 	if err := readSequences(ctx, tx, s); err != nil {
 		return nil, nil, err
 	}
@@ -68,6 +71,9 @@ func ReadSchema(ctx context.Context, tx pgx.Tx) (*chain.Schema, []uint32, error)
 	for _, e := range s.Enums {
 		seen[e.Schema] = true
 	}
+	for _, u := range s.Types {
+		seen[u.Schema] = true
+	}
 	for _, q := range s.Sequences {
 		seen[q.Schema] = true
 	}
@@ -75,7 +81,23 @@ func ReadSchema(ctx context.Context, tx pgx.Tx) (*chain.Schema, []uint32, error)
 		s.Schemas = append(s.Schemas, n)
 	}
 	sort.Strings(s.Schemas)
+	if err := checkCarried(ctx, tx, s, oids); err != nil {
+		return nil, nil, err
+	}
 	return s, oids, nil
+}
+
+// preflightSchema reads the schema as it stands, before any slot or
+// publication exists, so a schema the chain cannot carry is refused while
+// the source is still untouched (the snapshot's own read checks it again).
+func preflightSchema(ctx context.Context, conn *pgx.Conn) error {
+	tx, err := conn.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return classify(err, "read source schema")
+	}
+	defer tx.Rollback(context.Background())
+	_, _, err = ReadSchema(ctx, tx)
+	return classify(err, "read source schema")
 }
 
 func readTable(ctx context.Context, tx pgx.Tx, oid uint32, t *chain.Table) error {

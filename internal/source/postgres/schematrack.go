@@ -171,7 +171,7 @@ func (st *schemaTracker) schema() *chain.Schema {
 	}
 	out := &chain.Schema{}
 	if st.base != nil {
-		out.Enums, out.Sequences, out.Extensions = st.base.Enums, st.base.Sequences, st.base.Extensions
+		out.Enums, out.Types, out.Sequences, out.Extensions = st.base.Enums, st.base.Types, st.base.Sequences, st.base.Extensions
 		out.Schemas = append([]string(nil), st.base.Schemas...)
 	}
 	names := make([]string, 0, len(st.tables))

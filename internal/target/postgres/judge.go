@@ -305,6 +305,9 @@ func targetKey(ctx context.Context, conn *pgx.Conn, name string, def *chain.Tabl
 // per-table key judgment.
 func JudgeColdStart(ctx context.Context, conn *pgx.Conn, schema *chain.Schema) error {
 	if schema != nil {
+		if err := CheckExtensions(ctx, conn, schema); err != nil {
+			return err
+		}
 		for i := range schema.Tables {
 			t := &schema.Tables[i]
 			tk, err := targetKey(ctx, conn, t.QualifiedName(), t)

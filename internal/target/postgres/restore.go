@@ -48,6 +48,9 @@ func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''
 // drops them), and creates schemas, extensions, enums and sequences that no
 // table owns. Tables themselves are created by LoadTable.
 func Prepare(ctx context.Context, conn *pgx.Conn, s *chain.Schema, replace bool) error {
+	if err := CheckExtensions(ctx, conn, s); err != nil {
+		return err
+	}
 	var busy []string
 	for i := range s.Tables {
 		t := &s.Tables[i]
@@ -91,19 +94,18 @@ func Prepare(ctx context.Context, conn *pgx.Conn, s *chain.Schema, replace bool)
 		}
 	}
 	for _, e := range s.Enums {
-		var exists bool
-		if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace WHERE n.nspname = $1 AND t.typname = $2)`, e.Schema, e.Name).Scan(&exists); err != nil {
-			return classify(err, "inspect type "+e.Name)
-		}
-		if exists {
-			continue
-		}
 		labels := make([]string, len(e.Labels))
 		for i, l := range e.Labels {
 			labels[i] = quoteLiteral(l)
 		}
-		if _, err := conn.Exec(ctx, fmt.Sprintf("CREATE TYPE %s AS ENUM (%s)", ident(e.Schema, e.Name), strings.Join(labels, ", "))); err != nil {
-			return classify(err, "create enum "+e.Name)
+		if err := createTypeIfMissing(ctx, conn, e.Schema, e.Name, fmt.Sprintf("CREATE TYPE %s AS ENUM (%s)", ident(e.Schema, e.Name), strings.Join(labels, ", "))); err != nil {
+			return err
+		}
+	}
+	// Recorded in dependency order: each type after the types it uses.
+	for _, u := range s.Types {
+		if err := createTypeIfMissing(ctx, conn, u.Schema, u.Name, u.Definition); err != nil {
+			return err
 		}
 	}
 	for _, q := range s.Sequences {
@@ -113,6 +115,48 @@ func Prepare(ctx context.Context, conn *pgx.Conn, s *chain.Schema, replace bool)
 		if _, err := conn.Exec(ctx, "DROP SEQUENCE IF EXISTS "+ident(q.Schema, q.Name)+" CASCADE; "+createSequenceSQL(q)); err != nil {
 			return classify(err, "create sequence "+q.Name)
 		}
+	}
+	return nil
+}
+
+// CheckExtensions refuses, before anything is dropped or created, a target
+// on which an extension the schema records is neither installed nor
+// available to install.
+func CheckExtensions(ctx context.Context, conn *pgx.Conn, s *chain.Schema) error {
+	if len(s.Extensions) == 0 {
+		return nil
+	}
+	var missing []string
+	err := conn.QueryRow(ctx, `
+		SELECT coalesce(array_agg(e ORDER BY e), '{}') FROM unnest($1::text[]) e
+		WHERE NOT EXISTS (SELECT 1 FROM pg_extension WHERE extname = e)
+		  AND NOT EXISTS (SELECT 1 FROM pg_available_extensions WHERE name = e)`, s.Extensions).Scan(&missing)
+	if err != nil {
+		return classify(err, "look up the target's extensions")
+	}
+	if len(missing) > 0 {
+		cmds := make([]string, len(missing))
+		for i, m := range missing {
+			cmds[i] = "CREATE EXTENSION " + ident(m)
+		}
+		return errcode.New(errcode.TargetExtensionMissing, "the chain's schema needs extension(s) %s, which the target server cannot install (%s fails there); nothing was changed",
+			strings.Join(missing, ", "), strings.Join(cmds, "; "))
+	}
+	return nil
+}
+
+// createTypeIfMissing runs create unless the target already has a type
+// schema.name (one a previous attempt of this restore created, say).
+func createTypeIfMissing(ctx context.Context, conn *pgx.Conn, schema, name, create string) error {
+	var exists bool
+	if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace WHERE n.nspname = $1 AND t.typname = $2)`, schema, name).Scan(&exists); err != nil {
+		return classify(err, "inspect type "+schema+"."+name)
+	}
+	if exists {
+		return nil
+	}
+	if _, err := conn.Exec(ctx, create); err != nil {
+		return classify(err, "create type "+schema+"."+name)
 	}
 	return nil
 }
