@@ -20,6 +20,10 @@ type FullBackupParams struct {
 	Parallel  int                `json:"parallel,omitempty"`
 	// Publication is ensured before the chain slot is created.
 	Publication string `json:"publication,omitempty"`
+	// SetReplicaIdentity is what the chain slot's full does about tables the
+	// publication would publish without a usable replica identity:
+	// "refuse" (the default) or "auto" (pgsource.IdentityRefuse, IdentityAuto).
+	SetReplicaIdentity string `json:"set_replica_identity,omitempty"`
 }
 
 // FullBackupResult is what a committed full reports: IDs and counts, never data.
@@ -31,6 +35,9 @@ type FullBackupResult struct {
 	Tables      int    `json:"tables"`
 	Rows        int64  `json:"rows"`
 	StoredBytes int64  `json:"stored_bytes"`
+	// ReplicaIdentitySet lists the tables whose replica identity this full
+	// set (--set-replica-identity auto), each with the statement it ran.
+	ReplicaIdentitySet []pgsource.IdentityGap `json:"replica_identity_set,omitempty"`
 }
 
 // FullBackup takes a PostgreSQL full backup and commits it as the first link
@@ -55,13 +62,20 @@ func (a *Activities) FullBackup(ctx context.Context, p FullBackupParams) (FullBa
 		return last
 	})
 	defer stop()
+	var identitySet []pgsource.IdentityGap
 	m, err := pgsource.FullBackup(ctx, ch, pgsource.FullBackupOptions{
-		DSN:         dsn,
-		ChainSlot:   p.ChainSlot,
-		SlotName:    p.SlotName,
-		Publication: p.Publication,
-		Parallel:    p.Parallel,
-		AttemptID:   fmt.Sprintf("%s-%d", info.WorkflowExecution.RunID, info.Attempt),
+		DSN:                dsn,
+		ChainSlot:          p.ChainSlot,
+		SlotName:           p.SlotName,
+		Publication:        p.Publication,
+		Parallel:           p.Parallel,
+		AttemptID:          fmt.Sprintf("%s-%d", info.WorkflowExecution.RunID, info.Attempt),
+		SetReplicaIdentity: p.SetReplicaIdentity,
+		OnReplicaIdentitySet: func(g pgsource.IdentityGap) {
+			activity.GetLogger(ctx).Info("REPLICA-IDENTITY-SET: gave a published table a usable replica identity, so its updates and deletes keep working",
+				"store", p.Store.URL, "table", g.Table, "was", g.Why, "ran", g.Fix)
+			identitySet = append(identitySet, g)
+		},
 		Progress: func(pr pgsource.Progress) {
 			mu.Lock()
 			last = pr
@@ -72,12 +86,13 @@ func (a *Activities) FullBackup(ctx context.Context, p FullBackupParams) (FullBa
 		return FullBackupResult{}, a.temporalError(err)
 	}
 	res := FullBackupResult{
-		ChainID:     m.ID,
-		FullID:      m.ID,
-		EndPosition: m.EndPosition,
-		Slot:        m.Source.Slot,
-		Tables:      len(m.Tables),
-		Rows:        m.Rows,
+		ChainID:            m.ID,
+		FullID:             m.ID,
+		EndPosition:        m.EndPosition,
+		Slot:               m.Source.Slot,
+		Tables:             len(m.Tables),
+		Rows:               m.Rows,
+		ReplicaIdentitySet: identitySet,
 	}
 	for _, t := range m.Tables {
 		for _, c := range t.Chunks {

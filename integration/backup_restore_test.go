@@ -187,6 +187,8 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"backup", "full", "--source", "postgres://u@h/db", "--target", "relative/path"}, "SLUICE-E-CONFIG-INVALID", 2},
 		{[]string{"backup", "full", "--source", "postgres://u@h/db", "--target", "file:///tmp/x", "--no-such-flag"}, "SLUICE-E-USAGE", 2},
 		{[]string{"backup", "full", "--source-driver", "oracle", "--source", "x", "--target", "file:///tmp/x"}, "SLUICE-E-CONFIG-INVALID", 2},
+		{[]string{"backup", "full", "--source", "postgres://u@h/db", "--target", "file:///tmp/x", "--set-replica-identity", "yes"}, "SLUICE-E-USAGE", 2},
+		{[]string{"backup", "full", "--source", "postgres://u@h/db", "--target", "file:///tmp/x", "--set-replica-identity", "auto"}, "SLUICE-E-USAGE", 2},
 		{[]string{"restore", "--backup-target", "file:///tmp/x"}, "SLUICE-E-USAGE", 2},
 		{[]string{"restore", "--backup-target", "file:///tmp/x", "--target", "postgres://u@h/db", "--parallel", "0"}, "SLUICE-E-USAGE", 2},
 	} {

@@ -85,6 +85,7 @@ func TestBrokerKeylessJudgments(t *testing.T) {
 		CREATE TABLE nokey (id int, v text);
 		CREATE TABLE partial (id int NOT NULL, v text);
 		CREATE UNIQUE INDEX partial_id ON partial (id) WHERE id > 0;
+		ALTER TABLE nokey REPLICA IDENTITY FULL; ALTER TABLE partial REPLICA IDENTITY FULL;
 		INSERT INTO keyed VALUES (1, 'a'); INSERT INTO nokey VALUES (1, 'a'); INSERT INTO partial VALUES (1, 'a');`)
 	type tc struct {
 		name      string
@@ -183,7 +184,7 @@ func describeRows(t *testing.T, db, table string) string {
 
 func TestBrokerAppliesWhatItCanReplayExactlyOnce(t *testing.T) {
 	src := testenv.CreateDB(t, "src")
-	testenv.Exec(t, src, `CREATE TABLE keyed (id int PRIMARY KEY, v text); CREATE TABLE nokey (id int, v text);`)
+	testenv.Exec(t, src, `CREATE TABLE keyed (id int PRIMARY KEY, v text); CREATE TABLE nokey (id int, v text); ALTER TABLE nokey REPLICA IDENTITY FULL;`)
 	chainURL := fileChain(t)
 	mustSluice(t, "backup", "full", "--source", testenv.DSN(src), "--target", chainURL, "--chain-slot")
 	full := lastIncremental(t, chainURL, nil)

@@ -36,7 +36,7 @@ func (s *sourceFlags) ref() (credentials.DSNRef, error) {
 func (c *cli) backupFullCmd() *cobra.Command {
 	var src sourceFlags
 	var store storeFlags
-	var target, slotName, publication string
+	var target, slotName, publication, setIdentity string
 	var chainSlot bool
 	var parallel int
 	cmd := &cobra.Command{
@@ -61,7 +61,18 @@ func (c *cli) backupFullCmd() *cobra.Command {
 			if publication != "" && !chainSlot {
 				return usageError("--publication is read by incrementals; it needs --chain-slot")
 			}
+			switch setIdentity {
+			case "refuse", "auto":
+			default:
+				return usageError("--set-replica-identity %q: give refuse or auto", setIdentity)
+			}
+			if setIdentity == "auto" && !chainSlot {
+				return usageError("--set-replica-identity auto readies the tables the chain's publication publishes; it needs --chain-slot")
+			}
 			in := workflows.FullBackupInput{Store: st, Source: ref, ChainSlot: chainSlot, SlotName: slotName, Publication: publication, Parallel: parallel}
+			if setIdentity == "auto" {
+				in.SetReplicaIdentity = setIdentity
+			}
 			var res activities.FullBackupResult
 			return c.start(cmd.Context(), launch{
 				id:       "backup-full/" + st.URL,
@@ -73,6 +84,9 @@ func (c *cli) backupFullCmd() *cobra.Command {
 				result:   &res,
 				progress: backupProgress,
 				onSuccess: func() {
+					for _, g := range res.ReplicaIdentitySet {
+						fmt.Fprintf(c.stdout, "replica identity set: %s (it had %s)\n", g.Fix, g.Why)
+					}
 					fmt.Fprintf(c.stdout, "full %s committed: %d tables, %d rows, %s stored, anchored at %s\n",
 						res.FullID, res.Tables, res.Rows, humanBytes(res.StoredBytes), res.EndPosition)
 					if res.Slot != "" {
@@ -88,6 +102,8 @@ func (c *cli) backupFullCmd() *cobra.Command {
 	cmd.Flags().BoolVar(&chainSlot, "chain-slot", false, "create the chain's logical replication slot and anchor the snapshot on it, so incrementals follow with no gap")
 	cmd.Flags().StringVar(&slotName, "slot-name", "", "name of the chain slot (default: derived from --target)")
 	cmd.Flags().StringVar(&publication, "publication", "", "with --chain-slot: the publication incrementals read (default sluice_all_tables, created FOR ALL TABLES when missing)")
+	cmd.Flags().StringVar(&setIdentity, "set-replica-identity", "refuse",
+		"with --chain-slot, for published tables whose updates and deletes would fail for want of a replica identity: refuse (list them with their fix) or auto (run each fix: USING INDEX a NOT NULL unique index, else FULL)")
 	cmd.Flags().IntVar(&parallel, "parallel", 2, "tables copied at once")
 	cmd.Flags().BoolVar(&c.detach, "detach", false, "return once the workflow has started")
 	return cmd
