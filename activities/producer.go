@@ -122,15 +122,16 @@ func (a *Activities) CaptureWindow(ctx context.Context, p WindowParams) (WindowR
 	// between transactions.
 	tick := func() { a.Health.Polled(k, false) }
 	slot := func(s pgsource.SlotStatus) { a.Health.Slot(k, s.RetainedBytes, s.WalStatus) }
+	identity := a.identityReporter(ctx, k, p.Store.URL)
 	stop := a.heartbeat(ctx, func() any { return a.runDetails(k, p.Health, map[string]any{"stopping": stopped()}) })
 	defer stop()
 	// A keepalive with nothing held is a poll that ended well: a failure of
 	// an earlier attempt (a slot left unconfirmed, a source that did not
 	// answer) no longer holds, though a quiet source delivers nothing.
 	drained := func() { a.Health.Succeeded(k) }
-	lim := pgsource.Limits{Duration: p.Rollover, Changes: p.MaxChanges, Bytes: p.MaxBytes, Idle: p.Idle, Stop: stopPoll, Tick: tick, Drained: drained, Slot: slot}
+	lim := pgsource.Limits{Duration: p.Rollover, Changes: p.MaxChanges, Bytes: p.MaxBytes, Idle: p.Idle, Stop: stopPoll, Tick: tick, Drained: drained, Slot: slot, Identity: identity}
 	if p.UpToNow {
-		lim = pgsource.Limits{Until: "now", Idle: p.Idle, Tick: tick}
+		lim = pgsource.Limits{Until: "now", Idle: p.Idle, Tick: tick, Identity: identity}
 	}
 	res, err := producer.Window(ctx, ch, o, lim)
 	if err != nil {

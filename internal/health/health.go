@@ -210,6 +210,7 @@ type run struct {
 	secondsBehind float64
 	slotRetained  int64
 	walStatus     string
+	identity      identityState
 	// attempts counts this run's activity attempts executing on this
 	// worker; while one is, the run is reported (alive), however long the
 	// attempt's current call blocks.
@@ -245,6 +246,9 @@ type Status struct {
 	// retained WAL and pg_replication_slots.wal_status.
 	SlotRetainedBytes int64  `json:"slot_retained_bytes,omitempty"`
 	SlotWalStatus     string `json:"slot_wal_status,omitempty"`
+	// TablesWithoutReplicaIdentity (producers): the published tables whose
+	// updates and deletes fail on the source for want of a replica identity.
+	TablesWithoutReplicaIdentity []string `json:"tables_without_replica_identity,omitempty"`
 }
 
 // WalStatuses lists the values of pg_replication_slots.wal_status.
@@ -430,7 +434,7 @@ func (t *Tracker) Statuses() []Status {
 		s := Status{Key: k, Verdict: v, Cause: c, Pending: f.Pending, LastError: f.StallError(),
 			LastReportAgeSec: now.Sub(f.ReportedAt).Seconds(), Thresholds: r.th.WithDefaults(), Changes: r.changes,
 			LinksBehind: r.linksBehind, SecondsBehind: r.secondsBehind,
-			SlotRetainedBytes: r.slotRetained, SlotWalStatus: r.walStatus}
+			SlotRetainedBytes: r.slotRetained, SlotWalStatus: r.walStatus, TablesWithoutReplicaIdentity: r.identity.tables}
 		s.PollAgeSeconds, s.DeliveryAgeSecs = f.Ages(now)
 		out = append(out, s)
 	}

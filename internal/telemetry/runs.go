@@ -36,6 +36,10 @@ const (
 	// MetricSlotWalStatus is one-hot over the slot's wal_status (reserved,
 	// extended, unreserved, lost).
 	MetricSlotWalStatus = "sluice_slot_wal_status"
+	// MetricTablesWithoutIdentity is how many tables a producer's
+	// publication publishes without a usable replica identity: the
+	// application's UPDATE and DELETE on each fail on the source.
+	MetricTablesWithoutIdentity = "sluice_source_tables_without_replica_identity"
 	// MetricRefusals counts the refusals (exit 2 and 3) this worker's
 	// activities returned, by code.
 	MetricRefusals = "sluice_refusals_total"
@@ -93,6 +97,11 @@ func (t *Telemetry) TrackRuns(tr *health.Tracker) error {
 	if err != nil {
 		return err
 	}
+	noIdentity, err := m.Int64ObservableGauge(MetricTablesWithoutIdentity,
+		metric.WithDescription("Tables the producer's publication publishes without a usable replica identity (their UPDATE and DELETE fail on the source)."))
+	if err != nil {
+		return err
+	}
 	refusals, err := m.Int64ObservableCounter("sluice_refusals",
 		metric.WithDescription("Refusals (exit 2 and 3) this worker's activities returned, by code."))
 	if err != nil {
@@ -119,6 +128,9 @@ func (t *Telemetry) TrackRuns(tr *health.Tracker) error {
 				o.ObserveInt64(linksBehind, int64(s.LinksBehind), run)
 				o.ObserveFloat64(secondsBehind, s.SecondsBehind, run)
 			}
+			if s.Role == "producer" {
+				o.ObserveInt64(noIdentity, int64(len(s.TablesWithoutReplicaIdentity)), run)
+			}
 			if s.Role == "producer" && s.SlotWalStatus != "" {
 				o.ObserveInt64(slotRetained, s.SlotRetainedBytes, run)
 				for _, w := range health.WalStatuses {
@@ -132,7 +144,7 @@ func (t *Telemetry) TrackRuns(tr *health.Tracker) error {
 			}
 		}
 		return nil
-	}, healthGauge, cause, pollAge, deliveryAge, changes, linksBehind, secondsBehind, slotRetained, walStatus, refusals)
+	}, healthGauge, cause, pollAge, deliveryAge, changes, linksBehind, secondsBehind, slotRetained, walStatus, noIdentity, refusals)
 	return err
 }
 

@@ -290,6 +290,12 @@ type Limits struct {
 	// and then every SlotReportEvery, between transactions, so a quiet
 	// window (which may last minutes) still reports retained WAL.
 	Slot func(SlotStatus)
+	// Identity, when set, receives at the window's first turn and then
+	// every SlotReportEvery, between transactions, the tables the
+	// publication publishes without a usable replica identity (empty when
+	// there are none): a table created while the stream runs is published
+	// at once, and its updates and deletes fail in the application.
+	Identity func([]IdentityGap)
 }
 
 // SlotReportEvery is how often a window reads its slot's status for Limits.Slot.
@@ -342,7 +348,7 @@ func (c *Capture) Next(ctx context.Context, lim Limits, sink Sink) (Window, erro
 	var ch chain.Change
 	var ordinal uint32
 	turns := 0
-	var slotReadAt time.Time
+	var slotReadAt, identityReadAt time.Time
 	for {
 		turns++
 		if lim.Tick != nil && (!inTx || turns%1024 == 0) {
@@ -352,6 +358,12 @@ func (c *Capture) Next(ctx context.Context, lim Limits, sink Sink) (Window, erro
 			slotReadAt = time.Now()
 			if st, err := c.Health(ctx); err == nil {
 				lim.Slot(st)
+			}
+		}
+		if lim.Identity != nil && !inTx && time.Since(identityReadAt) >= SlotReportEvery {
+			identityReadAt = time.Now()
+			if gaps, err := identityGaps(ctx, c.sql, c.o.Publication); err == nil {
+				lim.Identity(gaps)
 			}
 		}
 		if !inTx {
