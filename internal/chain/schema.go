@@ -15,6 +15,9 @@ type Schema struct {
 	// Extensions the source has installed (other than plpgsql), created on
 	// the target before the tables.
 	Extensions []string `json:"extensions,omitempty"`
+	// ExtensionSchemas maps an extension to the schema its objects live in
+	// on the source (absent in chains written before it was recorded).
+	ExtensionSchemas map[string]string `json:"extension_schemas,omitempty"`
 	// Schemas are the namespaces that hold the tables and types.
 	Schemas []string `json:"schemas,omitempty"`
 }

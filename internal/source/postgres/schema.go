@@ -61,7 +61,9 @@ func ReadSchema(ctx context.Context, tx pgx.Tx) (*chain.Schema, []uint32, error)
 	if err := readSequences(ctx, tx, s); err != nil {
 		return nil, nil, err
 	}
-	if err := tx.QueryRow(ctx, `SELECT coalesce(array_agg(extname::text ORDER BY extname), '{}') FROM pg_extension WHERE extname <> 'plpgsql'`).Scan(&s.Extensions); err != nil {
+	var extSchemas []string
+	if err := tx.QueryRow(ctx, `SELECT coalesce(array_agg(e.extname::text ORDER BY e.extname), '{}'), coalesce(array_agg(n.nspname::text ORDER BY e.extname), '{}')
+		FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace WHERE e.extname <> 'plpgsql'`).Scan(&s.Extensions, &extSchemas); err != nil {
 		return nil, nil, fmt.Errorf("list extensions: %w", err)
 	}
 	seen := map[string]bool{}
@@ -73,6 +75,15 @@ func ReadSchema(ctx context.Context, tx pgx.Tx) (*chain.Schema, []uint32, error)
 	}
 	for _, u := range s.Types {
 		seen[u.Schema] = true
+	}
+	for i, e := range s.Extensions {
+		if s.ExtensionSchemas == nil {
+			s.ExtensionSchemas = map[string]string{}
+		}
+		s.ExtensionSchemas[e] = extSchemas[i]
+		if extSchemas[i] != "pg_catalog" {
+			seen[extSchemas[i]] = true
+		}
 	}
 	for _, q := range s.Sequences {
 		seen[q.Schema] = true

@@ -172,6 +172,7 @@ func (st *schemaTracker) schema() *chain.Schema {
 	out := &chain.Schema{}
 	if st.base != nil {
 		out.Enums, out.Types, out.Sequences, out.Extensions = st.base.Enums, st.base.Types, st.base.Sequences, st.base.Extensions
+		out.ExtensionSchemas = st.base.ExtensionSchemas
 		out.Schemas = append([]string(nil), st.base.Schemas...)
 	}
 	names := make([]string, 0, len(st.tables))

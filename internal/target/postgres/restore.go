@@ -89,7 +89,13 @@ func Prepare(ctx context.Context, conn *pgx.Conn, s *chain.Schema, replace bool)
 		}
 	}
 	for _, e := range s.Extensions {
-		if _, err := conn.Exec(ctx, "CREATE EXTENSION IF NOT EXISTS "+ident(e)); err != nil {
+		// The session's search_path is empty, so the schema is named: the
+		// source's, or public for chains that did not record it.
+		schema := s.ExtensionSchemas[e]
+		if schema == "" {
+			schema = "public"
+		}
+		if _, err := conn.Exec(ctx, "CREATE EXTENSION IF NOT EXISTS "+ident(e)+" SCHEMA "+ident(schema)); err != nil {
 			return classify(err, "create extension "+e)
 		}
 	}
