@@ -75,16 +75,16 @@ func TestIdentityGapsOfTheDefaultPublication(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]string{
-		"public.by_code":        "ALTER TABLE public.by_code REPLICA IDENTITY USING INDEX by_code_code",
-		"public.keyless":        "ALTER TABLE public.keyless REPLICA IDENTITY FULL",
-		"public.nothing":        "ALTER TABLE public.nothing REPLICA IDENTITY DEFAULT",
-		"public.partial":        "ALTER TABLE public.partial REPLICA IDENTITY FULL",
-		"public.nullable":       "ALTER TABLE public.nullable REPLICA IDENTITY FULL",
-		"public.deferred":       "ALTER TABLE public.deferred REPLICA IDENTITY FULL",
-		"public.expr":           "ALTER TABLE public.expr REPLICA IDENTITY FULL",
-		"public.gone":           "ALTER TABLE public.gone REPLICA IDENTITY FULL",
-		"public.parts_1":        "ALTER TABLE public.parts_1 REPLICA IDENTITY FULL",
-		"public.parts_2":        "ALTER TABLE public.parts_2 REPLICA IDENTITY FULL",
+		"public.by_code":       "ALTER TABLE public.by_code REPLICA IDENTITY USING INDEX by_code_code",
+		"public.keyless":       "ALTER TABLE public.keyless REPLICA IDENTITY FULL",
+		"public.nothing":       "ALTER TABLE public.nothing REPLICA IDENTITY DEFAULT",
+		"public.partial":       "ALTER TABLE public.partial REPLICA IDENTITY FULL",
+		"public.nullable":      "ALTER TABLE public.nullable REPLICA IDENTITY FULL",
+		"public.deferred":      "ALTER TABLE public.deferred REPLICA IDENTITY FULL",
+		"public.expr":          "ALTER TABLE public.expr REPLICA IDENTITY FULL",
+		"public.gone":          "ALTER TABLE public.gone REPLICA IDENTITY FULL",
+		"public.parts_1":       "ALTER TABLE public.parts_1 REPLICA IDENTITY FULL",
+		"public.parts_2":       "ALTER TABLE public.parts_2 REPLICA IDENTITY FULL",
 		`"Odd Schema"."Mixed"`: `ALTER TABLE "Odd Schema"."Mixed" REPLICA IDENTITY USING INDEX "Mixed Code"`,
 	}
 	got := gapFixes(gaps)
