@@ -350,6 +350,9 @@ type BrokerApplyParams struct {
 	BrokerParams
 	Link        PendingLink `json:"link"`
 	Concurrency int         `json:"concurrency"`
+	// Arbiters are the keys the judgment found on the live target, by
+	// table (JudgeResult.Arbiters): the inserts' ON CONFLICT arbiters.
+	Arbiters map[string][]string `json:"arbiters,omitempty"`
 }
 
 // BrokerApplyResult reports an applied incremental.
@@ -389,7 +392,7 @@ func (a *Activities) ApplyBrokerIncremental(ctx context.Context, p BrokerApplyPa
 	})
 	defer stop()
 	r, err := pgtarget.ApplyIncrementalForBroker(ctx, ch, m, schema, pgtarget.BrokerApply{
-		DSN: dsn, Stream: p.Stream, Owner: owner, Lanes: p.Concurrency, ExpectedLast: p.Link.ExpectedLast,
+		DSN: dsn, Stream: p.Stream, Owner: owner, Lanes: p.Concurrency, ExpectedLast: p.Link.ExpectedLast, Arbiters: p.Arbiters,
 		Progress: func(n int64) {
 			applied.Store(n)
 			a.Health.Delivered(k)
@@ -423,6 +426,9 @@ func (a *Activities) RequestBrokerStop(ctx context.Context, p BrokerParams) erro
 type JudgeResult struct {
 	Unidentified int64    `json:"unidentified,omitempty"`
 	Tables       []string `json:"tables,omitempty"`
+	// Arbiters are the keys judged on the live target, by table; the apply
+	// arbitrates its inserts on exactly these.
+	Arbiters map[string][]string `json:"arbiters,omitempty"`
 }
 
 // JudgeBrokerIncremental judges an incremental before any of it is applied:
@@ -449,7 +455,7 @@ func (a *Activities) judgeBrokerIncremental(ctx context.Context, p BrokerApplyPa
 	if err != nil {
 		return JudgeResult{}, a.temporalError(err)
 	}
-	return JudgeResult{Unidentified: j.Unidentified, Tables: j.Tables}, nil
+	return JudgeResult{Unidentified: j.Unidentified, Tables: j.Tables, Arbiters: j.Arbiters}, nil
 }
 
 // CheckChainParams ask for the severed-transaction check of a whole chain.

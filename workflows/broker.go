@@ -285,6 +285,8 @@ func BrokerWorkflow(ctx workflow.Context, in BrokerInput) (BrokerResult, error) 
 		applying := false
 		if err == nil {
 			st.Phase, applying = "applying", true
+			// The inserts arbitrate on exactly the keys the judgment found.
+			params.Arbiters = judged.Arbiters
 			err = workflow.ExecuteActivity(brokerApplyActivity(ctx, link.ID), a.ApplyBrokerIncremental, params).Get(ctx, &r)
 		}
 		if err != nil {

@@ -64,6 +64,8 @@ type Applier struct {
 	matBuf  []bool
 	err     error
 	missing int64
+	// arbiters are the live target's insert arbiters by table (UseArbiters).
+	arbiters map[string][]string
 }
 
 // tableState is the applier's view of one table and its statements.
@@ -75,7 +77,11 @@ type tableState struct {
 	always []bool   // GENERATED ALWAYS AS IDENTITY, per supplied column
 	// keys are the candidate keys as indexes into cols: the primary key
 	// first, then qualifying unique indexes. Empty for a keyless table.
-	keys       [][]int
+	keys [][]int
+	// arbiter is the ON CONFLICT arbiter of an insert, as indexes into
+	// cols: the live target's key when the broker judged one (UseArbiters),
+	// else keys[0].
+	arbiter    []int
 	overriding bool // an identity ALWAYS column is supplied
 	stmts      map[string]*stmt
 }
@@ -137,6 +143,34 @@ func NewApplier(schema *chain.Schema) *Applier {
 		a.known[t.Schema] = true
 	}
 	return a
+}
+
+// UseArbiters makes each named table's inserts arbitrate on the given
+// columns: the key the broker's judgment found on the live target table,
+// which may differ from the chain's recorded key (a target keyed by a
+// unique index where the source had a primary key, say). A table whose
+// columns the rows do not all supply keeps the chain's key.
+func (a *Applier) UseArbiters(arbiters map[string][]string) {
+	a.arbiters = arbiters
+	for name, ts := range a.tables {
+		ts.useArbiter(arbiters[name])
+	}
+}
+
+func (ts *tableState) useArbiter(cols []string) {
+	ts.arbiter = nil
+	if len(cols) == 0 || len(ts.keys) == 0 {
+		return
+	}
+	idx := make([]int, 0, len(cols))
+	for _, c := range cols {
+		i := slices.IndexFunc(ts.cols, func(col chain.Column) bool { return col.Name == c })
+		if i < 0 {
+			return
+		}
+		idx = append(idx, i)
+	}
+	ts.arbiter = idx
 }
 
 func newTableState(t *chain.Table) *tableState {
@@ -385,6 +419,9 @@ func insertSQL(ts *tableState) string {
 		return b.String()
 	}
 	key := ts.keys[0]
+	if ts.arbiter != nil {
+		key = ts.arbiter
+	}
 	b.WriteString(" ON CONFLICT (")
 	for i, k := range key {
 		if i > 0 {
@@ -691,6 +728,7 @@ func (a *Applier) schema(c *chain.Change) error {
 	}
 	t := *def
 	ts := newTableState(&t)
+	ts.useArbiter(a.arbiters[name])
 	var ddl []string
 	if old := a.tables[name]; old == nil {
 		if !a.known[t.Schema] {

@@ -26,6 +26,9 @@ type BrokerApply struct {
 	// ExpectedLast is the link the position must record as fully applied
 	// before this incremental (the previous incremental; fulls are skipped).
 	ExpectedLast string
+	// Arbiters are the insert arbiters the judgment found on the live
+	// target, by table (Judgment.Arbiters).
+	Arbiters map[string][]string
 	// CheckpointChanges bounds the work between two position advances.
 	CheckpointChanges int64
 	// Progress is called with the changes applied so far.
@@ -105,6 +108,7 @@ func ApplyIncrementalForBroker(ctx context.Context, ch *chain.Chain, m *chain.Ma
 		}
 		replicaRole(ctx, conn)
 		lanes[i] = &lane{conn: conn, applier: NewApplier(schema), stream: o.Stream, owner: o.Owner, link: m.ID, committed: o.Committed}
+		lanes[i].applier.UseArbiters(o.Arbiters)
 		if o.Lanes > 1 {
 			lanes[i].work = make(chan laneMsg, 4096)
 			go lanes[i].loop(ctx)

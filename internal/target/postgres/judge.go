@@ -21,6 +21,10 @@ type Judgment struct {
 	Unidentified int64
 	// Tables lists the tables the incremental touches.
 	Tables []string
+	// Arbiters are, for each keyed table that exists on the target, the
+	// columns of the key the judgment found there: the applier's ON
+	// CONFLICT arbiter, so inserts arbitrate on exactly the key judged.
+	Arbiters map[string][]string
 }
 
 // tableFacts gathers, per table, what an incremental does to it.
@@ -116,6 +120,12 @@ func JudgeIncremental(ctx context.Context, conn *pgx.Conn, ch *chain.Chain, m *c
 		keyed := chainKey && (tk.missing || tk.supplied)
 		if keyed {
 			j.Unidentified += f.unidentified
+			if tk.supplied {
+				if j.Arbiters == nil {
+					j.Arbiters = map[string][]string{}
+				}
+				j.Arbiters[name] = tk.arbiter
+			}
 			continue
 		}
 		var failed []string
@@ -178,12 +188,13 @@ func marksUsable(ctx context.Context, conn *pgx.Conn) (bool, string, error) {
 
 // targetKeyFacts is the live target table's side of the key judgment.
 type targetKeyFacts struct {
-	missing     bool   // no relation of that name: the broker creates it from the chain
-	supplied    bool   // the arbiter the applier picks is made of supplied columns
-	surrogate   bool   // keyed, but only on columns the rows do not carry
-	keyCols     string // the arbiter's columns, for messages
-	why         string // why supplied is false
-	kindRefusal string // a view, foreign table or materialized view stands there
+	missing     bool     // no relation of that name: the broker creates it from the chain
+	supplied    bool     // the arbiter the applier picks is made of supplied columns
+	surrogate   bool     // keyed, but only on columns the rows do not carry
+	keyCols     string   // the arbiter's columns, for messages
+	arbiter     []string // the arbiter's columns, when supplied
+	why         string   // why supplied is false
+	kindRefusal string   // a view, foreign table or materialized view stands there
 }
 
 func targetKey(ctx context.Context, conn *pgx.Conn, name string, def *chain.Table) (targetKeyFacts, error) {
@@ -275,7 +286,7 @@ func targetKey(ctx context.Context, conn *pgx.Conn, name string, def *chain.Tabl
 		// The applier's arbiter is the primary key, whatever else exists.
 		f.keyCols = strings.Join(cands[0].cols, ", ")
 		if allSupplied(cands[0]) {
-			f.supplied = true
+			f.supplied, f.arbiter = true, cands[0].cols
 			return f, nil
 		}
 		f.surrogate = true
@@ -287,7 +298,7 @@ func targetKey(ctx context.Context, conn *pgx.Conn, name string, def *chain.Tabl
 	}
 	for _, c := range cands {
 		if c.notNull && allSupplied(c) {
-			f.supplied, f.keyCols = true, strings.Join(c.cols, ", ")
+			f.supplied, f.keyCols, f.arbiter = true, strings.Join(c.cols, ", "), c.cols
 			return f, nil
 		}
 	}
