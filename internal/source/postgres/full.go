@@ -144,6 +144,9 @@ func FullBackup(ctx context.Context, ch *chain.Chain, o FullBackupOptions) (*cha
 	if err := checkSourceSettings(ctx, ctl); err != nil {
 		return nil, err
 	}
+	if err := preflightSchema(ctx, ctl); err != nil {
+		return nil, err
+	}
 
 	slot := o.SlotName
 	if o.ChainSlot {
