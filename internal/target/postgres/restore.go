@@ -18,11 +18,16 @@ import (
 )
 
 // Connect opens a target connection with an empty search_path, so the
-// schema-qualified names recorded in the chain resolve exactly.
+// schema-qualified names recorded in the chain resolve exactly, and with
+// the chain's text settings, so the target reads values as the source
+// printed them whatever its own configuration.
 func Connect(ctx context.Context, dsn string) (*pgx.Conn, error) {
 	cfg, err := pgx.ParseConfig(dsn)
 	if err != nil {
 		return nil, errcode.Wrap(errcode.ConfigInvalid, errors.New(credentials.Redact(err.Error())), "target DSN %s", credentials.Redact(dsn))
+	}
+	for k, v := range chain.PostgresTextSettings() {
+		cfg.RuntimeParams[k] = v
 	}
 	cfg.RuntimeParams["search_path"] = ""
 	cfg.RuntimeParams["application_name"] = "sluice"
