@@ -42,7 +42,20 @@ type Table struct {
 	Constraints []Constraint `json:"constraints,omitempty"`
 	// ReplicaIdentity is the PostgreSQL replica identity: d, f, i or n.
 	ReplicaIdentity string `json:"replica_identity,omitempty"`
+	// PartitionKey is set on a partitioned table: its partition key as the
+	// source prints it (PostgreSQL: "RANGE (created_at)"). Such a table
+	// holds no rows of its own; its partitions do.
+	PartitionKey string `json:"partition_key,omitempty"`
+	// PartitionOf names ("schema.name") the partitioned table this table is
+	// a partition of, and PartitionBound its bound as the source prints it
+	// ("FOR VALUES FROM ('2026-01-01') TO ('2026-02-01')", "DEFAULT").
+	PartitionOf    string `json:"partition_of,omitempty"`
+	PartitionBound string `json:"partition_bound,omitempty"`
 }
+
+// Partitioned reports whether the table is a partitioned table (rows live
+// in its partitions).
+func (t *Table) Partitioned() bool { return t.PartitionKey != "" }
 
 // Constraint is a recorded table constraint other than the primary key and
 // UNIQUE constraints (those travel as indexes).

@@ -468,9 +468,13 @@ func (b *fullBackup) copyAll(ctx context.Context, s *chain.Schema, oids []uint32
 			return nil, classify(err, "read table sizes")
 		}
 	}
-	order := make([]int, len(oids))
-	for i := range order {
-		order[i] = i
+	// A partitioned table holds no rows of its own: its partitions are
+	// copied as the tables they are.
+	order := make([]int, 0, len(oids))
+	for i := range oids {
+		if !s.Tables[i].Partitioned() {
+			order = append(order, i)
+		}
 	}
 	sort.SliceStable(order, func(a, c int) bool { return sizes[order[a]] > sizes[order[c]] })
 
@@ -505,7 +509,7 @@ func (b *fullBackup) copyAll(ctx context.Context, s *chain.Schema, oids []uint32
 			case <-done:
 				return
 			case <-t.C:
-				b.report(len(s.Tables))
+				b.report(len(order))
 			}
 		}
 	}()
@@ -520,7 +524,7 @@ feed:
 	close(work)
 	wg.Wait()
 	close(done)
-	b.report(len(s.Tables))
+	b.report(len(order))
 	select {
 	case err := <-errs:
 		return nil, err
@@ -529,5 +533,11 @@ feed:
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	return out, nil
+	copied := out[:0]
+	for i, td := range out {
+		if !s.Tables[i].Partitioned() {
+			copied = append(copied, td)
+		}
+	}
+	return copied, nil
 }

@@ -23,9 +23,15 @@ const firstUserOID = 16384
 func ReadSchema(ctx context.Context, tx pgx.Tx) (*chain.Schema, []uint32, error) {
 	s := &chain.Schema{}
 	rows, err := tx.Query(ctx, `
-		SELECT c.oid, n.nspname, c.relname, c.relreplident::text
+		SELECT c.oid, n.nspname, c.relname, c.relreplident::text,
+		       CASE WHEN c.relkind = 'p' THEN pg_get_partkeydef(c.oid) ELSE '' END,
+		       coalesce(pn.nspname || '.' || p.relname, ''),
+		       CASE WHEN c.relispartition THEN pg_get_expr(c.relpartbound, c.oid) ELSE '' END
 		FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-		WHERE c.relkind = 'r'
+		LEFT JOIN pg_inherits i ON c.relispartition AND i.inhrelid = c.oid
+		LEFT JOIN pg_class p ON p.oid = i.inhparent
+		LEFT JOIN pg_namespace pn ON pn.oid = p.relnamespace
+		WHERE c.relkind IN ('r', 'p')
 		  AND n.nspname NOT IN ('pg_catalog', 'information_schema')
 		  AND n.nspname NOT LIKE 'pg\_toast%' AND n.nspname NOT LIKE 'pg\_temp%'
 		  AND NOT EXISTS (SELECT 1 FROM pg_depend d WHERE d.classid = 'pg_class'::regclass
@@ -38,7 +44,7 @@ func ReadSchema(ctx context.Context, tx pgx.Tx) (*chain.Schema, []uint32, error)
 	for rows.Next() {
 		var t chain.Table
 		var oid uint32
-		if err := rows.Scan(&oid, &t.Schema, &t.Name, &t.ReplicaIdentity); err != nil {
+		if err := rows.Scan(&oid, &t.Schema, &t.Name, &t.ReplicaIdentity, &t.PartitionKey, &t.PartitionOf, &t.PartitionBound); err != nil {
 			return nil, nil, fmt.Errorf("list tables: %w", err)
 		}
 		oids = append(oids, oid)

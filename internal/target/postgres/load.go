@@ -118,7 +118,11 @@ func createTableSQL(s *chain.Schema, t *chain.Table) []string {
 		}
 		cols = append(cols, def)
 	}
-	stmts = append(stmts, fmt.Sprintf("CREATE TABLE %s (%s)", rel, strings.Join(cols, ", ")))
+	create := fmt.Sprintf("CREATE TABLE %s (%s)", rel, strings.Join(cols, ", "))
+	if t.Partitioned() {
+		create += " PARTITION BY " + t.PartitionKey
+	}
+	stmts = append(stmts, create)
 	for _, q := range owned {
 		stmts = append(stmts, fmt.Sprintf("ALTER SEQUENCE %s OWNED BY %s.%s", ident(q.Schema, q.Name), rel, ident(q.OwnedByColumn)))
 	}
@@ -143,6 +147,22 @@ func finishTableSQL(s *chain.Schema, t *chain.Table) []string {
 		stmts = append(stmts, fmt.Sprintf("ALTER TABLE %s ADD %sPRIMARY KEY (%s)", rel, name, strings.Join(cols, ", ")))
 	}
 	for _, ix := range t.Indexes {
+		switch {
+		case t.Partitioned() && ix.Constraint != "":
+			// A partitioned table takes no constraint USING INDEX: the
+			// constraint builds its index, attaching its partitions' own.
+			cols := make([]string, len(ix.Columns))
+			for i, c := range ix.Columns {
+				cols[i] = ident(c)
+			}
+			stmts = append(stmts, fmt.Sprintf("ALTER TABLE %s ADD CONSTRAINT %s UNIQUE (%s)", rel, ident(ix.Constraint), strings.Join(cols, ", ")))
+			continue
+		case t.Partitioned():
+			// The source prints a partitioned index ON ONLY the parent;
+			// without ONLY it attaches the partitions' matching indexes.
+			stmts = append(stmts, strings.Replace(ix.Definition, " ON ONLY ", " ON ", 1))
+			continue
+		}
 		stmts = append(stmts, ix.Definition)
 		if ix.Constraint != "" {
 			stmts = append(stmts, fmt.Sprintf("ALTER TABLE %s ADD CONSTRAINT %s UNIQUE USING INDEX %s", rel, ident(ix.Constraint), ident(ix.Name)))

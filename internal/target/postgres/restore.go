@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -127,6 +128,95 @@ func Prepare(ctx context.Context, conn *pgx.Conn, s *chain.Schema, replace bool)
 			return classify(err, "create sequence "+q.Name)
 		}
 	}
+	// Partitioned tables hold no rows: they are created bare here, and their
+	// partitions, loaded as plain tables, are attached by Finish.
+	for i := range s.Tables {
+		t := &s.Tables[i]
+		if !t.Partitioned() {
+			continue
+		}
+		for _, stmt := range createTableSQL(s, t) {
+			if _, err := conn.Exec(ctx, stmt); err != nil {
+				return classify(err, "create partitioned table "+t.QualifiedName())
+			}
+		}
+	}
+	return nil
+}
+
+// finishPartitions attaches every partition to its partitioned table with
+// its bound, then gives each partitioned table, deepest first, its keys,
+// indexes, constraints and sequence values: each attaches the matching
+// ones its partitions already have, so nothing is built twice. It runs in
+// one transaction, so a retry starts again from plain tables.
+func finishPartitions(ctx context.Context, conn *pgx.Conn, s *chain.Schema) error {
+	byName := map[string]*chain.Table{}
+	var partitioned []*chain.Table
+	for i := range s.Tables {
+		t := &s.Tables[i]
+		byName[t.QualifiedName()] = t
+		if t.Partitioned() {
+			partitioned = append(partitioned, t)
+		}
+	}
+	if len(partitioned) == 0 {
+		return nil
+	}
+	depth := func(t *chain.Table) int {
+		d := 0
+		for p := byName[t.PartitionOf]; p != nil && d < len(s.Tables); p = byName[p.PartitionOf] {
+			d++
+		}
+		return d
+	}
+	sort.SliceStable(partitioned, func(i, j int) bool { return depth(partitioned[i]) > depth(partitioned[j]) })
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		return classify(err, "begin attaching partitions")
+	}
+	defer tx.Rollback(context.Background())
+	for i := range s.Tables {
+		t := &s.Tables[i]
+		if t.PartitionOf == "" {
+			continue
+		}
+		parent := byName[t.PartitionOf]
+		if parent == nil {
+			return fmt.Errorf("partition %s names partitioned table %s, which the schema does not record", t.QualifiedName(), t.PartitionOf)
+		}
+		var done bool
+		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_inherits WHERE inhrelid = $1::regclass AND inhparent = $2::regclass)`,
+			ident(t.Schema, t.Name), ident(parent.Schema, parent.Name)).Scan(&done); err != nil {
+			return classify(err, "inspect partition "+t.QualifiedName())
+		}
+		if done {
+			continue
+		}
+		sql := fmt.Sprintf("ALTER TABLE %s ATTACH PARTITION %s %s", ident(parent.Schema, parent.Name), ident(t.Schema, t.Name), t.PartitionBound)
+		if _, err := tx.Exec(ctx, sql); err != nil {
+			return classify(err, "attach partition "+t.QualifiedName())
+		}
+	}
+	for _, t := range partitioned {
+		// Prepare created it bare: an index or constraint on it means an
+		// earlier attempt of Finish committed this already.
+		var finished bool
+		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_index WHERE indrelid = $1::regclass)
+			OR EXISTS (SELECT 1 FROM pg_constraint WHERE conrelid = $1::regclass AND contype <> 'n')`, ident(t.Schema, t.Name)).Scan(&finished); err != nil {
+			return classify(err, "inspect partitioned table "+t.QualifiedName())
+		}
+		if finished {
+			continue
+		}
+		for _, stmt := range finishTableSQL(s, t) {
+			if _, err := tx.Exec(ctx, stmt); err != nil {
+				return classify(err, "finish partitioned table "+t.QualifiedName()+": "+stmt)
+			}
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return classify(err, "commit the partitions")
+	}
 	return nil
 }
 
@@ -195,6 +285,9 @@ func createSequenceSQL(q chain.Sequence) string {
 // Finish adds the foreign keys (every table exists by now) and sets the
 // values of sequences no table owns.
 func Finish(ctx context.Context, conn *pgx.Conn, s *chain.Schema) error {
+	if err := finishPartitions(ctx, conn, s); err != nil {
+		return err
+	}
 	for _, t := range s.Tables {
 		for _, c := range t.Constraints {
 			if c.Type != "f" {
