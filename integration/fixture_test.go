@@ -183,6 +183,17 @@ func requireSameDatabase(t *testing.T, src, dst string) {
 	t.Fatalf("restored database %s differs from source %s:\n%s", dst, src, strings.Join(diff, "\n"))
 }
 
+// pgxConnect connects to db with fixed output settings (those the server
+// defaults to here), so that two databases configured to print values
+// differently still compare by value.
 func pgxConnect(db string) (*pgx.Conn, error) {
-	return pgx.Connect(context.Background(), testenv.DSN(db))
+	cfg, err := pgx.ParseConfig(testenv.DSN(db))
+	if err != nil {
+		return nil, err
+	}
+	for k, v := range map[string]string{"DateStyle": "ISO, MDY", "IntervalStyle": "postgres", "extra_float_digits": "1",
+		"bytea_output": "hex", "TimeZone": "UTC"} {
+		cfg.RuntimeParams[k] = v
+	}
+	return pgx.ConnectConfig(context.Background(), cfg)
 }
