@@ -65,7 +65,8 @@ func partitionLayout(t *testing.T, db string) string {
 // Partitioned tables come across whole: the parents with their keys, each
 // partition attached with its bound, keys, indexes and constraints on the
 // parents; changes on the leaves, rows moved between partitions included,
-// apply to the same leaves.
+// apply to the same leaves; a partition created or detached while the
+// stream runs is created or detached on the target too.
 func TestPartitionedTablesRoundTrip(t *testing.T) {
 	src := testenv.CreateDB(t, "partsrc")
 	restored := testenv.CreateDB(t, "partrestored")
@@ -92,13 +93,21 @@ func TestPartitionedTablesRoundTrip(t *testing.T) {
 		DELETE FROM public.events WHERE id BETWEEN 31 AND 40;
 		UPDATE public.accounts SET id = id + 1000 WHERE id <= 5;                                       -- moves between hash partitions
 		DELETE FROM public.accounts WHERE id = 6`)
+	// Partitions come and go while the stream runs: a new one, filled at
+	// once, and one detached (noticed with its next change).
+	testenv.Exec(t, src, `
+		CREATE TABLE public.events_2026_04 PARTITION OF public.events FOR VALUES FROM ('2026-04-01') TO ('2026-05-01');
+		INSERT INTO public.events SELECT g, date '2026-04-02', 'view', 'april' FROM generate_series(2001, 2005) g`)
+	testenv.Exec(t, src, `ALTER TABLE public.events DETACH PARTITION public.events_2026_01`)
+	testenv.Exec(t, src, `UPDATE public.events_2026_01 SET body = 'archived'`)
+	want = partitionLayout(t, src)
 	waitCaughtUp(t, src, 2*time.Minute)
 	mustSluice(t, "backup", "stream", "stop", "--target", chainURL)
 	waitWorkflowEnd(t, "producer/"+chainURL, time.Minute)
 	waitBrokerAtTip(t, stream, chainURL, nil, 2*time.Minute)
 	requireSameRows(t, src, dst)
 	if got := partitionLayout(t, dst); got != want {
-		t.Fatalf("the broker's cold start left another partition layout.\nsource:\n%s\ntarget:\n%s", want, got)
+		t.Fatalf("the broker's cold start and the partitions created and detached while it ran left another layout.\nsource:\n%s\ntarget:\n%s", want, got)
 	}
 	stopBroker(t, chainURL, stream)
 }

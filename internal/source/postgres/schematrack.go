@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 
@@ -59,8 +60,12 @@ func (st *schemaTracker) observe(ctx context.Context, rel *pglogrepl.RelationMes
 		}
 		cols[i] = chain.Column{Name: rc.Name, Type: typ, TypeOID: rc.DataType, Encoding: chain.EncodingText}
 	}
+	parent, bound, err := st.partitionOf(ctx, rel.Namespace, rel.RelationName)
+	if err != nil {
+		return nil, err
+	}
 	old, known := st.tables[name]
-	if known && sameSupplied(SuppliedColumns(old), cols) {
+	if known && sameSupplied(SuppliedColumns(old), cols) && old.PartitionOf == parent && old.PartitionBound == bound {
 		return nil, nil
 	}
 	var next chain.Table
@@ -90,6 +95,7 @@ func (st *schemaTracker) observe(ctx context.Context, rel *pglogrepl.RelationMes
 	} else {
 		next = evolve(old, cols)
 	}
+	next.PartitionOf, next.PartitionBound = parent, bound
 	if err := st.fillAttributes(ctx, &next, old); err != nil {
 		return nil, err
 	}
@@ -97,6 +103,26 @@ func (st *schemaTracker) observe(ctx context.Context, rel *pglogrepl.RelationMes
 	st.dirty = true
 	out := next
 	return &out, nil
+}
+
+// partitionOf returns the partitioned table ("schema.name") a table is now a
+// partition of, and its bound; both empty for a table that is none. A
+// Relation message follows any change to a table's definition, attaching
+// and detaching included, so reading this beside it notices those too.
+func (st *schemaTracker) partitionOf(ctx context.Context, schema, name string) (parent, bound string, err error) {
+	err = st.sql.QueryRow(ctx, `
+		SELECT coalesce((SELECT pn.nspname || '.' || p.relname FROM pg_inherits i JOIN pg_class p ON p.oid = i.inhparent
+		                 JOIN pg_namespace pn ON pn.oid = p.relnamespace WHERE i.inhrelid = c.oid), ''),
+		       coalesce(pg_get_expr(c.relpartbound, c.oid), '')
+		FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+		WHERE n.nspname = $1 AND c.relname = $2 AND c.relispartition`, schema, name).Scan(&parent, &bound)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", "", nil
+	}
+	if err != nil {
+		return "", "", classify(err, "read the partition bound of "+schema+"."+name)
+	}
+	return parent, bound, nil
 }
 
 // sameSupplied reports whether the supplied columns match by name and type.

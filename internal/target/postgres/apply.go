@@ -734,10 +734,25 @@ func (a *Applier) schema(c *chain.Change) error {
 		if !a.known[t.Schema] {
 			ddl = append(ddl, "CREATE SCHEMA IF NOT EXISTS "+ident(t.Schema))
 		}
-		ddl = append(ddl, createTableIfMissingSQL(ts)...)
+		if parent := a.partitioned(t.PartitionOf); parent != nil {
+			// A partition new to the chain takes its columns, keys and
+			// indexes from its partitioned table.
+			ddl = append(ddl, fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s PARTITION OF %s %s", ts.rel, parent.rel, t.PartitionBound))
+		} else {
+			ddl = append(ddl, createTableIfMissingSQL(ts)...)
+		}
 	} else {
 		if stmt := alterTableSQL(old, ts); stmt != "" {
 			ddl = append(ddl, stmt)
+		}
+		if old.def.PartitionOf != t.PartitionOf || old.def.PartitionBound != t.PartitionBound {
+			// Detached, attached, or attached elsewhere on the source.
+			if parent := a.partitioned(old.def.PartitionOf); parent != nil {
+				ddl = append(ddl, fmt.Sprintf("ALTER TABLE %s DETACH PARTITION %s", parent.rel, ts.rel))
+			}
+			if parent := a.partitioned(t.PartitionOf); parent != nil {
+				ddl = append(ddl, fmt.Sprintf("ALTER TABLE %s ATTACH PARTITION %s %s", parent.rel, ts.rel, t.PartitionBound))
+			}
 		}
 		for _, st := range old.stmts {
 			if st.ready || st.queued {
@@ -750,6 +765,20 @@ func (a *Applier) schema(c *chain.Change) error {
 	}
 	a.tables[name] = ts
 	a.known[t.Schema] = true
+	return nil
+}
+
+// partitioned returns the tracked partitioned table of that qualified name,
+// or nil (no name, unknown to the chain, or not partitioned: a chain written
+// before partitioned tables were recorded knows its partitions as plain
+// tables, and they stay so).
+func (a *Applier) partitioned(name string) *tableState {
+	if name == "" {
+		return nil
+	}
+	if p := a.tables[name]; p != nil && p.def.Partitioned() {
+		return p
+	}
 	return nil
 }
 
