@@ -15,6 +15,13 @@ import (
 // PostgreSQL source; restore says so once, and docs/operations.md lists it.
 const NotCarried = "views, materialized views, functions and procedures, triggers, rules, row-level security policies, publications, grants and comments"
 
+// objectReference holds the reg* types and their arrays (regclass, regtype,
+// regproc, …): their values are OIDs of the source's own catalog objects.
+var objectReference = map[uint32]bool{
+	24: true, 2202: true, 2203: true, 2204: true, 2205: true, 2206: true, 3734: true, 3769: true, 4089: true, 4096: true, 4191: true,
+	1008: true, 2207: true, 2208: true, 2209: true, 2210: true, 2211: true, 3735: true, 3770: true, 4090: true, 4097: true, 4192: true,
+}
+
 // typeFacts is what the carried check needs to know of one user-defined type.
 type typeFacts struct {
 	name     string
@@ -43,6 +50,10 @@ func checkCarried(ctx context.Context, tx pgx.Tx, s *chain.Schema, oids []uint32
 	var problems []string
 	for _, t := range s.Tables {
 		for _, c := range t.Columns {
+			if objectReference[c.TypeOID] {
+				problems = append(problems, fmt.Sprintf("column %s.%s (%s): a reg* value names a catalog object by its OID, which differs on every other cluster", t.QualifiedName(), c.Name, c.Type))
+				continue
+			}
 			if why := uncarriedType(types, c.TypeOID, map[uint32]bool{}); why != "" {
 				problems = append(problems, fmt.Sprintf("column %s.%s (%s): %s", t.QualifiedName(), c.Name, c.Type, why))
 			}

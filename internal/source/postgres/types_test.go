@@ -151,6 +151,7 @@ func TestSchemaThatCannotBeCarriedIsRefused(t *testing.T) {
 		CREATE TABLE public.a (id int PRIMARY KEY, v public.myint, vs public.myints);
 		CREATE TABLE public.b (id int PRIMARY KEY DEFAULT public.next_code(), n int CHECK (public.is_even(n)));
 		CREATE INDEX b_even ON public.b (public.is_even(n));
+		CREATE TABLE public.refs (id int PRIMARY KEY, rel regclass, types regtype[]);
 		CREATE TABLE public.fine (id int PRIMARY KEY, d date DEFAULT now())`)
 	_, err := readSchemaOf(t, db)
 	var e *errcode.Error
@@ -163,6 +164,8 @@ func TestSchemaThatCannotBeCarriedIsRefused(t *testing.T) {
 		"default value for column id of table public.b uses function public.next_code()",
 		"constraint b_n_check on table public.b uses function public.is_even(integer)",
 		"index public.b_even uses function public.is_even(integer)",
+		"column public.refs.rel (regclass): a reg* value names a catalog object by its OID",
+		"column public.refs.types (regtype[]): a reg* value",
 	} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("refusal lacks %q:\n%v", want, err)
