@@ -15,6 +15,11 @@ import (
 // was not created by an extension (whose objects the extension recreates).
 const notExtensionMember = `NOT EXISTS (SELECT 1 FROM pg_depend x WHERE x.classid = 'pg_type'::regclass AND x.objid = t.oid AND x.deptype = 'e')`
 
+// collationName is a SQL expression: the qualified name of collation oid.
+func collationName(oid string) string {
+	return "(SELECT quote_ident(cn.nspname) || '.' || quote_ident(co.collname) FROM pg_collation co JOIN pg_namespace cn ON cn.oid = co.collnamespace WHERE co.oid = " + oid + ")"
+}
+
 // userType is a type being read, with the user types it is built on.
 type userType struct {
 	chain.UserType
@@ -57,8 +62,7 @@ func readDomains(ctx context.Context, tx pgx.Tx) ([]*userType, error) {
 		SELECT t.oid, n.nspname, t.typname, format_type(t.typbasetype, t.typtypmod), `+baseOf("t.typbasetype")+`,
 		       t.typnotnull, coalesce(t.typdefault, ''),
 		       CASE WHEN t.typcollation <> 0 AND t.typcollation <> b.typcollation
-		            THEN (SELECT quote_ident(cn.nspname) || '.' || quote_ident(co.collname)
-		                  FROM pg_collation co JOIN pg_namespace cn ON cn.oid = co.collnamespace WHERE co.oid = t.typcollation)
+		            THEN `+collationName("t.typcollation")+`
 		            ELSE '' END,
 		       coalesce((SELECT array_agg('CONSTRAINT ' || quote_ident(c.conname) || ' ' || pg_get_constraintdef(c.oid) ORDER BY c.conname)
 		                 FROM pg_constraint c WHERE c.contypid = t.oid AND c.contype = 'c'), '{}')
@@ -106,8 +110,7 @@ func readComposites(ctx context.Context, tx pgx.Tx) ([]*userType, error) {
 		SELECT t.oid, n.nspname, t.typname,
 		       coalesce(array_agg(quote_ident(a.attname) || ' ' || format_type(a.atttypid, a.atttypmod) ||
 		                 CASE WHEN a.attcollation <> 0 AND a.attcollation <> at.typcollation
-		                      THEN ' COLLATE ' || (SELECT quote_ident(cn.nspname) || '.' || quote_ident(co.collname)
-		                                          FROM pg_collation co JOIN pg_namespace cn ON cn.oid = co.collnamespace WHERE co.oid = a.attcollation)
+		                      THEN ' COLLATE ' || `+collationName("a.attcollation")+`
 		                      ELSE '' END
 		                 ORDER BY a.attnum) FILTER (WHERE a.attnum IS NOT NULL), '{}'),
 		       coalesce(array_agg(`+baseOf("a.atttypid")+`) FILTER (WHERE a.attnum IS NOT NULL), '{}')
@@ -143,8 +146,7 @@ func readRanges(ctx context.Context, tx pgx.Tx) ([]*userType, error) {
 		SELECT t.oid, n.nspname, t.typname, format_type(r.rngsubtype, NULL), `+baseOf("r.rngsubtype")+`,
 		       CASE WHEN NOT oc.opcdefault THEN quote_ident(ocn.nspname) || '.' || quote_ident(oc.opcname) ELSE '' END,
 		       CASE WHEN r.rngcollation <> 0 AND r.rngcollation <> st.typcollation
-		            THEN (SELECT quote_ident(cn.nspname) || '.' || quote_ident(co.collname)
-		                  FROM pg_collation co JOIN pg_namespace cn ON cn.oid = co.collnamespace WHERE co.oid = r.rngcollation)
+		            THEN `+collationName("r.rngcollation")+`
 		            ELSE '' END,
 		       CASE WHEN r.rngsubdiff <> 0 THEN r.rngsubdiff::regprocedure::text ELSE '' END,
 		       coalesce((SELECT quote_ident(mn.nspname) || '.' || quote_ident(m.typname) FROM pg_type m JOIN pg_namespace mn ON mn.oid = m.typnamespace
