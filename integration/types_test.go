@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"context"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -57,7 +58,8 @@ INSERT INTO app.things VALUES
 
 // A schema built on user-defined types comes through a full, a restore, and
 // a producer and broker replaying changes to every one of those columns,
-// equal at the end row by row.
+// and a table whose types were created while the stream ran, equal at the
+// end row by row.
 func TestUserDefinedTypesRoundTrip(t *testing.T) {
 	src := testenv.CreateDB(t, "typessrc")
 	restored := testenv.CreateDB(t, "typesrestored")
@@ -81,6 +83,13 @@ func TestUserDefinedTypesRoundTrip(t *testing.T) {
 	testenv.Exec(t, src, `UPDATE app.things SET pair = ROW(5, 6, 'new@x'), spans = spans || '[7,8)'::app.posrange,
 		frs = '{[0,1]}', tags = ARRAY['ONE', 'two']::app.tag[], attrs = attrs || 'k=>v' WHERE id IN (1, 11);
 		DELETE FROM app.things WHERE id = 2`)
+	// Types created while the stream runs travel with the first table that
+	// uses them.
+	testenv.Exec(t, src, `CREATE TYPE app.level AS ENUM ('low', 'high');
+		CREATE DOMAIN app.short_code AS varchar(8) CHECK (VALUE ~ '^[A-Z]+$');
+		CREATE TYPE app.badge AS (code app.short_code, lvl app.level);
+		CREATE TABLE app.later (id int PRIMARY KEY, b app.badge, codes app.short_code[], lvl app.level);
+		INSERT INTO app.later VALUES (1, ROW('AB', 'low'), '{X,Y}', 'high'), (2, NULL, '{}', NULL)`)
 	waitCaughtUp(t, src, 2*time.Minute)
 	mustSluice(t, "backup", "stream", "stop", "--target", chainURL)
 	waitWorkflowEnd(t, "producer/"+chainURL, time.Minute)
@@ -104,5 +113,34 @@ func TestUncarriedSchemaRefusedBeforeAnythingExists(t *testing.T) {
 	}
 	if n != 0 {
 		t.Fatalf("the refused full left %d slots or publications on the source", n)
+	}
+}
+
+// A table created while the stream runs that the chain cannot carry stops
+// the producer with the same named refusal a full gives, before its first
+// change is committed, rather than a broker failing on it later.
+func TestUncarriedTableMetByTheProducerIsRefused(t *testing.T) {
+	src := testenv.CreateDB(t, "uncarriedlater")
+	testenv.Exec(t, src, `CREATE TABLE public.fine (id int PRIMARY KEY, v text)`)
+	chainURL := "file://" + filepath.Join(t.TempDir(), "chain")
+	mustSluice(t, "backup", "full", "--source", testenv.DSN(src), "--target", chainURL, "--chain-slot")
+	mustSluice(t, "backup", "stream", "run", "--source", testenv.DSN(src), "--target", chainURL, "--rollover-window", "1s", "--detach")
+	testenv.Exec(t, src, `CREATE FUNCTION public.next_code() RETURNS int LANGUAGE sql AS 'SELECT 7';
+		CREATE TABLE public.codes (id int PRIMARY KEY DEFAULT public.next_code(), v text);
+		INSERT INTO public.codes (v) VALUES ('x')`)
+	cl := temporalClient(t)
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	err := cl.GetWorkflow(ctx, "producer/"+chainURL, "").Get(ctx, nil)
+	if err == nil || !strings.Contains(err.Error(), "SLUICE-E-SOURCE-SCHEMA-UNSUPPORTED") || !strings.Contains(err.Error(), "public.next_code()") {
+		t.Fatalf("want the producer refused with SLUICE-E-SOURCE-SCHEMA-UNSUPPORTED naming the function, got %v", err)
+	}
+	if _, cat := openChainAt(t, chainURL); len(cat.Links()) != 1 {
+		t.Fatalf("nothing of the uncarried table is committed; the chain holds %d links", len(cat.Links()))
+	}
+	r := sluice(t, "backup", "stream", "status", "--target", chainURL)
+	if !strings.Contains(r.stdout, "error_code:") || !strings.Contains(r.stdout, "SLUICE-E-SOURCE-SCHEMA-UNSUPPORTED") {
+		t.Fatalf("status names how the producer ended:\n%s", r)
 	}
 }

@@ -51,6 +51,11 @@ type Table struct {
 	// ("FOR VALUES FROM ('2026-01-01') TO ('2026-02-01')", "DEFAULT").
 	PartitionOf    string `json:"partition_of,omitempty"`
 	PartitionBound string `json:"partition_bound,omitempty"`
+	// Types is set only on a schema change record: the user-defined types
+	// (enums included, as Kind TypeEnum) the table's columns use that the
+	// chain did not hold before it, in the order they must be created. The
+	// applier creates each that the target lacks before the table.
+	Types []UserType `json:"types,omitempty"`
 }
 
 // Partitioned reports whether the table is a partitioned table (rows live
@@ -128,6 +133,8 @@ const (
 	TypeDomain    = "domain"
 	TypeComposite = "composite"
 	TypeRange     = "range"
+	// TypeEnum appears only in Table.Types; a schema records enums in Enums.
+	TypeEnum = "enum"
 )
 
 // UserType is a user-defined type a restore recreates before the tables.

@@ -3,8 +3,8 @@ package errcode
 // Schema fidelity: what a chain can carry and a target can recreate (exit 3).
 var (
 	SourceSchemaUnsupported = register("SLUICE-E-SOURCE-SCHEMA-UNSUPPORTED", ExitRefused,
-		"The source schema uses something a chain cannot carry or a target could not recreate (a base type defined in C outside any extension, a default, check or range built on a function sluice does not copy); nothing was written.",
-		"The message lists each table, column and object. Move the function or type into an extension installed on both sides, or change the column, default or constraint named, then run the backup again.")
+		"The source schema uses something a chain cannot carry or a target could not recreate (a base type defined outside any extension, a reg* column, a default, check, index or type built on a function sluice does not copy); nothing of it was written.",
+		"The message lists each table, column and object. Move the function or type into an extension installed on both sides, or change the column, default or constraint named, then run the backup again; a producer that met such a table while streaming resumes from its chain once started again (it reads the table as it stands then).")
 	TargetExtensionMissing = register("SLUICE-E-TARGET-EXTENSION-MISSING", ExitRefused,
 		"The chain's schema needs a PostgreSQL extension that the target server does not have available; nothing was dropped or written.",
 		"Install the extension's files on the target server (for citext, hstore and the other contrib extensions: the postgresql-contrib package of its version), then run again; sluice runs CREATE EXTENSION itself.")

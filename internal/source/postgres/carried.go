@@ -3,9 +3,8 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"sort"
 	"strings"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/sluicehq/sluice/internal/chain"
 	"github.com/sluicehq/sluice/internal/errcode"
@@ -42,13 +41,27 @@ type typeFacts struct {
 // on another table's row type), and a default, generated column, check,
 // index or type built on a function that is neither built in nor an
 // extension's. Every problem is listed in the one refusal.
-func checkCarried(ctx context.Context, tx pgx.Tx, s *chain.Schema, oids []uint32) error {
-	types, err := readTypeFacts(ctx, tx)
+func checkCarried(ctx context.Context, tx querier, s *chain.Schema, oids []uint32) error {
+	problems, err := uncarriedIn(ctx, tx, s.Tables, oids)
 	if err != nil {
 		return err
 	}
+	if len(problems) == 0 {
+		return nil
+	}
+	return errcode.New(errcode.SourceSchemaUnsupported, "the source schema cannot be carried whole; nothing was written:\n  %s", strings.Join(problems, "\n  "))
+}
+
+// uncarriedIn lists what of tables (whose OIDs are oids) a chain cannot
+// carry.
+func uncarriedIn(ctx context.Context, q querier, tables []chain.Table, oids []uint32) ([]string, error) {
+	types, err := readTypeFacts(ctx, q)
+	if err != nil {
+		return nil, err
+	}
 	var problems []string
-	for _, t := range s.Tables {
+	used := map[uint32]bool{}
+	for _, t := range tables {
 		for _, c := range t.Columns {
 			if objectReference[c.TypeOID] {
 				problems = append(problems, fmt.Sprintf("column %s.%s (%s): a reg* value names a catalog object by its OID, which differs on every other cluster", t.QualifiedName(), c.Name, c.Type))
@@ -57,17 +70,38 @@ func checkCarried(ctx context.Context, tx pgx.Tx, s *chain.Schema, oids []uint32
 			if why := uncarriedType(types, c.TypeOID, map[uint32]bool{}); why != "" {
 				problems = append(problems, fmt.Sprintf("column %s.%s (%s): %s", t.QualifiedName(), c.Name, c.Type, why))
 			}
+			for _, u := range userTypesUnder(types, c.TypeOID, map[uint32]bool{}) {
+				used[u] = true
+			}
 		}
 	}
-	funcs, err := userFunctionUses(ctx, tx, oids)
-	if err != nil {
-		return err
+	usedOIDs := make([]uint32, 0, len(used))
+	for o := range used {
+		usedOIDs = append(usedOIDs, o)
 	}
-	problems = append(problems, funcs...)
-	if len(problems) == 0 {
+	sort.Slice(usedOIDs, func(i, j int) bool { return usedOIDs[i] < usedOIDs[j] })
+	funcs, err := userFunctionUses(ctx, q, oids, usedOIDs)
+	if err != nil {
+		return nil, err
+	}
+	return append(problems, funcs...), nil
+}
+
+// userTypesUnder lists the user-defined types, no extension's, that type oid
+// is built from, itself included.
+func userTypesUnder(types map[uint32]*typeFacts, oid uint32, seen map[uint32]bool) []uint32 {
+	f, ok := types[oid]
+	if !ok || f.ext || seen[oid] {
 		return nil
 	}
-	return errcode.New(errcode.SourceSchemaUnsupported, "the source schema cannot be carried whole; nothing was written:\n  %s", strings.Join(problems, "\n  "))
+	seen[oid] = true
+	out := []uint32{oid}
+	for _, d := range append([]uint32{f.elem, f.base, f.subtype}, f.attrs...) {
+		if d != 0 {
+			out = append(out, userTypesUnder(types, d, seen)...)
+		}
+	}
+	return out
 }
 
 // uncarriedType says why the type oid cannot be recreated on a target, or "".
@@ -106,7 +140,7 @@ func uncarriedType(types map[uint32]*typeFacts, oid uint32, seen map[uint32]bool
 }
 
 // readTypeFacts loads every type created after initdb.
-func readTypeFacts(ctx context.Context, tx pgx.Tx) (map[uint32]*typeFacts, error) {
+func readTypeFacts(ctx context.Context, tx querier) (map[uint32]*typeFacts, error) {
 	rows, err := tx.Query(ctx, `
 		SELECT t.oid, format_type(t.oid, NULL), t.typtype::text, t.typcategory::text, t.typelem, t.typbasetype, t.typrelid,
 		       coalesce(c.relkind::text, ''),
@@ -153,9 +187,10 @@ func readTypeFacts(ctx context.Context, tx pgx.Tx) (map[uint32]*typeFacts, error
 }
 
 // userFunctionUses lists the defaults, generated columns, checks and indexes
-// of the recorded tables, and the recorded types, that call a function a
-// restore would not find: one created after initdb by no extension.
-func userFunctionUses(ctx context.Context, tx pgx.Tx, oids []uint32) ([]string, error) {
+// of the tables oids, and the user-defined types they use (types), that
+// call a function a restore would not find: one created after initdb by no
+// extension.
+func userFunctionUses(ctx context.Context, tx querier, oids, types []uint32) ([]string, error) {
 	rows, err := tx.Query(ctx, `
 		WITH tables AS (SELECT unnest($1::oid[]) AS oid),
 		     uses AS (
@@ -169,12 +204,11 @@ func userFunctionUses(ctx context.Context, tx pgx.Tx, oids []uint32) ([]string, 
 		   OR (u.classid = 'pg_constraint'::regclass AND EXISTS (
 		         SELECT 1 FROM pg_constraint co WHERE co.oid = u.objid
 		           AND (co.conrelid IN (SELECT oid FROM tables)
-		                OR (co.contypid <> 0 AND NOT EXISTS (SELECT 1 FROM pg_depend x WHERE x.classid = 'pg_type'::regclass AND x.objid = co.contypid AND x.deptype = 'e')))))
+		                OR co.contypid = ANY($3::oid[]))))
 		   OR (u.classid = 'pg_class'::regclass AND EXISTS (SELECT 1 FROM pg_index ix JOIN tables t ON t.oid = ix.indrelid WHERE ix.indexrelid = u.objid))
 		   OR (u.classid = 'pg_class'::regclass AND u.objid IN (SELECT oid FROM tables))
-		   OR (u.classid = 'pg_type'::regclass AND u.objid >= $2
-		       AND NOT EXISTS (SELECT 1 FROM pg_depend x WHERE x.classid = 'pg_type'::regclass AND x.objid = u.objid AND x.deptype = 'e'))
-		ORDER BY 1, 2`, oids, firstUserOID)
+		   OR (u.classid = 'pg_type'::regclass AND u.objid = ANY($3::oid[]))
+		ORDER BY 1, 2`, oids, firstUserOID, types)
 	if err != nil {
 		return nil, fmt.Errorf("find functions the schema uses: %w", err)
 	}

@@ -229,7 +229,7 @@ func columnEncoding(oid uint32, typtype string, elem, base uint32, eltyptype str
 	return chain.EncodingText
 }
 
-func readEnums(ctx context.Context, tx pgx.Tx, s *chain.Schema) error {
+func readEnums(ctx context.Context, tx querier, s *chain.Schema) error {
 	rows, err := tx.Query(ctx, `
 		SELECT n.nspname, t.typname, array_agg(e.enumlabel::text ORDER BY e.enumsortorder)
 		FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace JOIN pg_enum e ON e.enumtypid = t.oid

@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/sluicehq/sluice/internal/chain"
+	"github.com/sluicehq/sluice/internal/errcode"
 )
 
 // schemaTracker follows the source's table definitions through the log: it
@@ -22,11 +24,22 @@ type schemaTracker struct {
 	tables map[string]*chain.Table
 	types  map[[2]int64]string
 	dirty  bool
+	// knownTypes names ("schema.name") the user-defined types and enums
+	// the chain holds; added are those the log's new tables brought.
+	knownTypes map[string]bool
+	added      []chain.UserType
+	addedEnums []chain.Enum
 }
 
 func newSchemaTracker(sql *pgx.Conn, s *chain.Schema) *schemaTracker {
-	st := &schemaTracker{sql: sql, base: s, tables: map[string]*chain.Table{}, types: map[[2]int64]string{}}
+	st := &schemaTracker{sql: sql, base: s, tables: map[string]*chain.Table{}, types: map[[2]int64]string{}, knownTypes: map[string]bool{}}
 	if s != nil {
+		for _, u := range s.Types {
+			st.knownTypes[u.Schema+"."+u.Name] = true
+		}
+		for _, e := range s.Enums {
+			st.knownTypes[e.Schema+"."+e.Name] = true
+		}
 		for i := range s.Tables {
 			t := s.Tables[i]
 			st.tables[t.QualifiedName()] = &t
@@ -99,10 +112,73 @@ func (st *schemaTracker) observe(ctx context.Context, rel *pglogrepl.RelationMes
 	if err := st.fillAttributes(ctx, &next, old); err != nil {
 		return nil, err
 	}
+	if err := st.typesFor(ctx, &next); err != nil {
+		return nil, err
+	}
+	// The types travel on the record; the tracked definition, which the
+	// whole schema is built from, does not repeat them.
+	out := next
+	next.Types = nil
 	st.tables[name] = &next
 	st.dirty = true
-	out := next
 	return &out, nil
+}
+
+// typesFor refuses a table the log brought that the chain cannot carry (a
+// type or function of the user's own, as at a full), and records on it the
+// user-defined types and enums the chain does not hold yet, so the applier
+// creates them first. Tables are new or changed rarely, so reading the
+// catalog for each is cheap.
+func (st *schemaTracker) typesFor(ctx context.Context, t *chain.Table) error {
+	var oid uint32
+	if err := st.sql.QueryRow(ctx, `SELECT coalesce(to_regclass($1)::oid, 0)`, QuoteQualified(t.Schema, t.Name)).Scan(&oid); err != nil {
+		return classify(err, "look up "+t.QualifiedName())
+	}
+	problems, err := uncarriedIn(ctx, st.sql, []chain.Table{*t}, []uint32{oid})
+	if err != nil {
+		return classify(err, "check what "+t.QualifiedName()+" needs")
+	}
+	if len(problems) > 0 {
+		return errcode.New(errcode.SourceSchemaUnsupported, "a table the log brought cannot be carried:\n  %s", strings.Join(problems, "\n  "))
+	}
+	user := false
+	for _, c := range t.Columns {
+		user = user || c.TypeOID >= firstUserOID
+	}
+	if !user {
+		return nil
+	}
+	var now chain.Schema
+	if err := readEnums(ctx, st.sql, &now); err != nil {
+		return classify(err, "read enums")
+	}
+	if err := readUserTypes(ctx, st.sql, &now); err != nil {
+		return classify(err, "read user-defined types")
+	}
+	for _, e := range now.Enums {
+		if name := e.Schema + "." + e.Name; !st.knownTypes[name] {
+			st.knownTypes[name] = true
+			st.addedEnums = append(st.addedEnums, e)
+			t.Types = append(t.Types, chain.UserType{Schema: e.Schema, Name: e.Name, Kind: chain.TypeEnum, Definition: enumSQL(e)})
+		}
+	}
+	for _, u := range now.Types {
+		if name := u.Schema + "." + u.Name; !st.knownTypes[name] {
+			st.knownTypes[name] = true
+			st.added = append(st.added, u)
+			t.Types = append(t.Types, u)
+		}
+	}
+	return nil
+}
+
+// enumSQL is the statement that creates enum e.
+func enumSQL(e chain.Enum) string {
+	labels := make([]string, len(e.Labels))
+	for i, l := range e.Labels {
+		labels[i] = "'" + strings.ReplaceAll(l, "'", "''") + "'"
+	}
+	return "CREATE TYPE " + QuoteQualified(e.Schema, e.Name) + " AS ENUM (" + strings.Join(labels, ", ") + ")"
 }
 
 // partitionOf returns the partitioned table ("schema.name") a table is now a
@@ -200,6 +276,10 @@ func (st *schemaTracker) schema() *chain.Schema {
 		out.Enums, out.Types, out.Sequences, out.Extensions = st.base.Enums, st.base.Types, st.base.Sequences, st.base.Extensions
 		out.ExtensionSchemas = st.base.ExtensionSchemas
 		out.Schemas = append([]string(nil), st.base.Schemas...)
+	}
+	if len(st.added) > 0 || len(st.addedEnums) > 0 {
+		out.Types = append(append([]chain.UserType(nil), out.Types...), st.added...)
+		out.Enums = append(append([]chain.Enum(nil), out.Enums...), st.addedEnums...)
 	}
 	names := make([]string, 0, len(st.tables))
 	for n := range st.tables {

@@ -15,6 +15,12 @@ import (
 // was not created by an extension (whose objects the extension recreates).
 const notExtensionMember = `NOT EXISTS (SELECT 1 FROM pg_depend x WHERE x.classid = 'pg_type'::regclass AND x.objid = t.oid AND x.deptype = 'e')`
 
+// querier is what the schema readers need of a connection or transaction.
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
 // collationName is a SQL expression: the qualified name of collation oid.
 func collationName(oid string) string {
 	return "(SELECT quote_ident(cn.nspname) || '.' || quote_ident(co.collname) FROM pg_collation co JOIN pg_namespace cn ON cn.oid = co.collnamespace WHERE co.oid = " + oid + ")"
@@ -32,9 +38,9 @@ type userType struct {
 // that recreates it, ordered so that every type follows the types it uses.
 // Enums are recorded apart (readEnums). The session's search_path is empty,
 // so every type name in the statements comes back qualified.
-func readUserTypes(ctx context.Context, tx pgx.Tx, s *chain.Schema) error {
+func readUserTypes(ctx context.Context, tx querier, s *chain.Schema) error {
 	var all []*userType
-	for _, read := range []func(context.Context, pgx.Tx) ([]*userType, error){readDomains, readComposites, readRanges} {
+	for _, read := range []func(context.Context, querier) ([]*userType, error){readDomains, readComposites, readRanges} {
 		ts, err := read(ctx, tx)
 		if err != nil {
 			return err
@@ -57,7 +63,7 @@ func baseOf(oid string) string {
 	return fmt.Sprintf("(SELECT CASE WHEN e.typcategory = 'A' AND e.typelem <> 0 THEN e.typelem ELSE e.oid END FROM pg_type e WHERE e.oid = %s)", oid)
 }
 
-func readDomains(ctx context.Context, tx pgx.Tx) ([]*userType, error) {
+func readDomains(ctx context.Context, tx querier) ([]*userType, error) {
 	rows, err := tx.Query(ctx, `
 		SELECT t.oid, n.nspname, t.typname, format_type(t.typbasetype, t.typtypmod), `+baseOf("t.typbasetype")+`,
 		       t.typnotnull, coalesce(t.typdefault, ''),
@@ -105,7 +111,7 @@ func readDomains(ctx context.Context, tx pgx.Tx) ([]*userType, error) {
 	return out, rows.Err()
 }
 
-func readComposites(ctx context.Context, tx pgx.Tx) ([]*userType, error) {
+func readComposites(ctx context.Context, tx querier) ([]*userType, error) {
 	rows, err := tx.Query(ctx, `
 		SELECT t.oid, n.nspname, t.typname,
 		       coalesce(array_agg(quote_ident(a.attname) || ' ' || format_type(a.atttypid, a.atttypmod) ||
@@ -139,7 +145,7 @@ func readComposites(ctx context.Context, tx pgx.Tx) ([]*userType, error) {
 	return out, rows.Err()
 }
 
-func readRanges(ctx context.Context, tx pgx.Tx) ([]*userType, error) {
+func readRanges(ctx context.Context, tx querier) ([]*userType, error) {
 	// The multirange type (PostgreSQL 14 and later) is read through jsonb so
 	// the query also runs on servers whose pg_range has no such column.
 	rows, err := tx.Query(ctx, `

@@ -730,6 +730,16 @@ func (a *Applier) schema(c *chain.Change) error {
 	ts := newTableState(&t)
 	ts.useArbiter(a.arbiters[name])
 	var ddl []string
+	for _, u := range t.Types {
+		// Types the chain first met with this table: created unless the
+		// target has them (a re-applied record, or an operator's own).
+		if !a.known[u.Schema] {
+			ddl = append(ddl, "CREATE SCHEMA IF NOT EXISTS "+ident(u.Schema))
+			a.known[u.Schema] = true
+		}
+		ddl = append(ddl, fmt.Sprintf("DO $sluice_type$ BEGIN IF to_regtype(%s) IS NULL THEN EXECUTE %s; END IF; END $sluice_type$",
+			quoteLiteral(ident(u.Schema, u.Name)), quoteLiteral(u.Definition)))
+	}
 	if old := a.tables[name]; old == nil {
 		if !a.known[t.Schema] {
 			ddl = append(ddl, "CREATE SCHEMA IF NOT EXISTS "+ident(t.Schema))
