@@ -104,8 +104,10 @@ func (a *Activities) heartbeat(ctx context.Context, details func() any) (stop fu
 		every = time.Second
 	}
 	done := make(chan struct{})
+	exited := make(chan struct{})
 	var once sync.Once
 	go func() {
+		defer close(exited)
 		t := time.NewTicker(every)
 		defer t.Stop()
 		for {
@@ -115,11 +117,22 @@ func (a *Activities) heartbeat(ctx context.Context, details func() any) (stop fu
 			case <-ctx.Done():
 				return
 			case <-t.C:
+				select {
+				case <-done:
+					return // the activity is returning: no heartbeat after it
+				default:
+				}
 				activity.RecordHeartbeat(ctx, details())
 			}
 		}
 	}()
-	return func() { once.Do(func() { close(done) }) }
+	// stop returns once no heartbeat can follow: one recorded after the
+	// activity returned meets a cancelled context and the SDK logs a WARN
+	// for it, which an idle broker would do on every wait.
+	return func() {
+		once.Do(func() { close(done) })
+		<-exited
+	}
 }
 
 // temporalError turns a domain error into what Temporal should see: a coded

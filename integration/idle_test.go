@@ -146,6 +146,11 @@ func TestQuietChainStaysAlive(t *testing.T) {
 	if strings.Contains(w.log.String(), "Workflow panic") {
 		t.Fatalf("a workflow panicked while idle:\n%s", tail(w.log.String(), 4000))
 	}
+	// An idle run's log stays quiet: no heartbeat is sent after an idle
+	// wait or window returned (the SDK warns of each such one).
+	if n := strings.Count(w.log.String(), "RecordActivityHeartbeat with error"); n > 0 {
+		t.Fatalf("%d heartbeats were recorded after their activity returned:\n%s", n, tail(w.log.String(), 4000))
+	}
 	t.Logf("broker waited %d times, producer ran %d windows", waits, windows)
 }
 
