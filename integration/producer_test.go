@@ -396,7 +396,9 @@ func TestProducerTakesItsSlotBackFromADeadConnection(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the dead connection's walsender (process %d) is still there", ghost)
+			var state string
+			_ = queryString(src, fmt.Sprintf(`SELECT coalesce(state, '') || ' / ' || coalesce(wait_event_type, '') || ':' || coalesce(wait_event, '') || ' / ' || coalesce(backend_type, '') FROM pg_stat_activity WHERE pid = %d`, ghost), &state)
+			t.Fatalf("the dead connection's walsender (process %d) is still there (state / wait / type: %s)", ghost, state)
 		}
 	}
 	if !strings.Contains(h.workerLog.String(), fmt.Sprintf("pid=%d", ghost)) || !strings.Contains(h.workerLog.String(), "SLOT-TAKEN-OVER") {
