@@ -361,7 +361,9 @@ func TestProducerTakesItsSlotBackFromADeadConnection(t *testing.T) {
 	t.Cleanup(func() { _ = terminate("producer/" + chainURL) })
 	testenv.Exec(t, src, `INSERT INTO t SELECT i, 'a' FROM generate_series(1, 10) i`)
 	waitCaughtUp(t, src, time.Minute)
-	ghost := slotHolder(t, src)
+	// Between two windows the slot is free for a moment: wait for the
+	// next window to hold it.
+	ghost := awaitSlotHolder(t, src, 0, 30*time.Second)
 	if ghost == 0 {
 		t.Fatal("the chain slot is not held while the producer streams")
 	}
@@ -383,7 +385,7 @@ func TestProducerTakesItsSlotBackFromADeadConnection(t *testing.T) {
 	pg.refuse(false)
 	testenv.Exec(t, src, `INSERT INTO t SELECT i, 'b' FROM generate_series(11, 20) i`)
 	waitCaughtUp(t, src, time.Minute)
-	if now := slotHolder(t, src); now == 0 || now == ghost {
+	if now := awaitSlotHolder(t, src, ghost, 30*time.Second); now == 0 || now == ghost {
 		t.Fatalf("want the slot held by a new connection, got process %d (the dead one was %d)", now, ghost)
 	}
 	// Ended, the walsender lets go of the slot first and exits just after.
@@ -411,6 +413,19 @@ func TestProducerTakesItsSlotBackFromADeadConnection(t *testing.T) {
 	dst := testenv.CreateDB(t, "dst")
 	mustSluice(t, "restore", "--backup-target", chainURL, "--target", testenv.DSN(dst))
 	requireSameRows(t, src, dst)
+}
+
+// awaitSlotHolder waits until a process other than not holds db's chain
+// slot and returns it (0 if none did within the time).
+func awaitSlotHolder(t *testing.T, db string, not int, within time.Duration) int {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		if pid := slotHolder(t, db); (pid != 0 && pid != not) || time.Now().After(deadline) {
+			return pid
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // slotHolder returns the process holding db's chain slot (0: none).
