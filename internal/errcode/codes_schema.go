@@ -8,4 +8,7 @@ var (
 	TargetExtensionMissing = register("SLUICE-E-TARGET-EXTENSION-MISSING", ExitRefused,
 		"The chain's schema needs a PostgreSQL extension that the target server does not have available; nothing was dropped or written.",
 		"Install the extension's files on the target server (for citext, hstore and the other contrib extensions: the postgresql-contrib package of its version), then run again; sluice runs CREATE EXTENSION itself.")
+	TargetValueRefused = register("SLUICE-E-TARGET-VALUE-REFUSED", ExitRefused,
+		"The target refused a value of the chain as invalid for its column (a PostgreSQL data exception, SQLSTATE class 22): a column narrower than the source's, a type changed on the target, a value its type cannot hold. Retrying cannot change that, so the run stops; what it applied before stays, exactly once.",
+		"The message names the table, the change and the target's reason. Give the target column the source's type (or widen it), then run again: a broker resumes where it stopped, a restore can be run again with --replace-existing.")
 )

@@ -23,6 +23,9 @@ type Side struct {
 	Privileges errcode.Code
 	// Unreachable is the code of a failed connection or authentication.
 	Unreachable errcode.Code
+	// Value, when set, is the code of a data exception (SQLSTATE class
+	// 22): a value the server will not take, which no retry changes.
+	Value errcode.Code
 }
 
 // Classify turns err into a coded error where one applies, with what as
@@ -39,6 +42,8 @@ func (s Side) Classify(err error, what string) error {
 		switch {
 		case pgErr.Code == "42501":
 			return errcode.Wrap(s.Privileges, err, "%s", what)
+		case s.Value != "" && strings.HasPrefix(pgErr.Code, "22"):
+			return errcode.Wrap(s.Value, err, "%s: the server will not take a value (SQLSTATE %s)", what, pgErr.Code)
 		case pgErr.Code == "28P01" || pgErr.Code == "28000":
 			return errcode.Wrap(s.Unreachable, err, "%s: authentication failed", what)
 		case unavailable(pgErr.Code):

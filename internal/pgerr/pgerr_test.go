@@ -14,7 +14,7 @@ import (
 	"github.com/sluicehq/sluice/internal/testenv"
 )
 
-var side = Side{Privileges: errcode.TargetPrivileges, Unreachable: errcode.TargetUnreachable}
+var side = Side{Privileges: errcode.TargetPrivileges, Unreachable: errcode.TargetUnreachable, Value: errcode.TargetValueRefused}
 
 func TestClassifyCodes(t *testing.T) {
 	for _, tc := range []struct {
@@ -27,6 +27,8 @@ func TestClassifyCodes(t *testing.T) {
 		{&pgconn.PgError{Code: "08006"}, errcode.TargetUnreachable},
 		{&pgconn.PgError{Code: "53300"}, errcode.TargetUnreachable},
 		{fmt.Errorf("read: %w", io.ErrUnexpectedEOF), errcode.TargetUnreachable},
+		{&pgconn.PgError{Code: "22001"}, errcode.TargetValueRefused},
+		{&pgconn.PgError{Code: "22P02"}, errcode.TargetValueRefused},
 		{&pgconn.PgError{Code: "23505"}, ""},
 		{&pgconn.PgError{Code: "55000"}, ""},
 		{errors.New("something else"), ""},
@@ -54,5 +56,13 @@ func TestClassifyDatabaseNotAcceptingConnections(t *testing.T) {
 	}
 	if got := side.Classify(err, "connect"); !errcode.Is(got, errcode.TargetUnreachable) {
 		t.Fatalf("want %s, got %v", errcode.TargetUnreachable, got)
+	}
+}
+
+// A side that names no value code leaves a data exception uncoded.
+func TestDataExceptionWithoutValueCode(t *testing.T) {
+	got := Side{Privileges: errcode.SourcePrivileges, Unreachable: errcode.SourceUnreachable}.Classify(&pgconn.PgError{Code: "22001"}, "read")
+	if _, ok := errcode.As(got); ok {
+		t.Fatalf("want no code, got %v", got)
 	}
 }

@@ -40,8 +40,8 @@ func Connect(ctx context.Context, dsn string) (*pgx.Conn, error) {
 }
 
 // targetErrors codes the target's errors: missing privileges refuse, failed
-// connections are unreachable.
-var targetErrors = pgerr.Side{Privileges: errcode.TargetPrivileges, Unreachable: errcode.TargetUnreachable}
+// connections are unreachable, a value the target will not take refuses.
+var targetErrors = pgerr.Side{Privileges: errcode.TargetPrivileges, Unreachable: errcode.TargetUnreachable, Value: errcode.TargetValueRefused}
 
 func classify(err error, what string) error { return targetErrors.Classify(err, what) }
 
