@@ -134,7 +134,7 @@ func (s *storeFlags) ref(flag, url string) (activities.StoreRef, error) {
 func normalizeStoreURL(flag, url string) (string, error) {
 	switch {
 	case url == "":
-		return "", usageError("%s is required (file:///absolute/path or s3://bucket/prefix)", flag)
+		return "", usageError("%s is required (%s)", flag, blobstore.Forms())
 	case strings.HasPrefix(url, "s3://"):
 		if bucket, _, _ := strings.Cut(strings.TrimPrefix(url, "s3://"), "/"); bucket == "" {
 			return "", errcode.New(errcode.ConfigInvalid, "%s %q names no bucket", flag, url)
@@ -145,7 +145,11 @@ func normalizeStoreURL(flag, url string) (string, error) {
 	case strings.HasPrefix(url, "/"):
 		return "file://" + strings.TrimRight(url, "/"), nil
 	}
-	return "", errcode.New(errcode.ConfigInvalid, "%s %q: the accepted forms are file:///absolute/path, /absolute/path and s3://bucket/prefix", flag, url)
+	// Any other store the worker registers (blobstore.Register) by scheme.
+	if scheme, rest, ok := strings.Cut(url, "://"); ok && scheme != "file" && rest != "" && blobstore.Registered(scheme) {
+		return strings.TrimRight(url, "/"), nil
+	}
+	return "", errcode.New(errcode.ConfigInvalid, "%s %q: the accepted forms are %s", flag, url, blobstore.Forms())
 }
 
 // runView is what `status` learns of a running workflow: its status query's

@@ -19,12 +19,22 @@ type Options struct {
 	PathStyle bool
 }
 
-// Schemes lists the store URL forms Open accepts, for messages and help text.
-const Schemes = "file:///absolute/path (or a plain absolute path), s3://bucket[/prefix]"
+func init() {
+	Register("file", "file:///absolute/path (or a plain absolute path)", func(_ context.Context, u *url.URL, _ Options) (Store, error) {
+		if u.Host != "" && u.Host != "localhost" {
+			return nil, fmt.Errorf("open store %s: file URLs take no host (write file:///abs/path)", Redact(u))
+		}
+		if u.User != nil || u.RawQuery != "" {
+			return nil, fmt.Errorf("open store %s: file URLs take no credentials or query", Redact(u))
+		}
+		return openFile(u.Path)
+	})
+}
 
-// Open opens the store rooted at rawURL. It accepts file:///abs/path, a plain
-// absolute path, and s3://bucket/prefix. Opening does no network I/O; the
-// first request reports whether the store is reachable.
+// Open opens the store rooted at rawURL: a plain absolute path is a local
+// folder, any other URL opens with the store registered for its scheme
+// (Register; Forms lists them). Opening does no network I/O; the first
+// request reports whether the store is reachable.
 func Open(ctx context.Context, rawURL string, opts Options) (Store, error) {
 	if strings.HasPrefix(rawURL, "/") {
 		return openFile(rawURL)
@@ -37,24 +47,16 @@ func Open(ctx context.Context, rawURL string, opts Options) (Store, error) {
 		if errors.As(err, &uerr) {
 			err = uerr.Err
 		}
-		return nil, fmt.Errorf("open store: cannot parse URL: %v (accepted: %s)", err, Schemes)
+		return nil, fmt.Errorf("open store: cannot parse URL: %v (accepted: %s)", err, Forms())
 	}
-	switch u.Scheme {
-	case "file":
-		if u.Host != "" && u.Host != "localhost" {
-			return nil, fmt.Errorf("open store %s: file URLs take no host (write file:///abs/path)", Redact(u))
-		}
-		if u.User != nil || u.RawQuery != "" {
-			return nil, fmt.Errorf("open store %s: file URLs take no credentials or query", Redact(u))
-		}
-		return openFile(u.Path)
-	case "s3":
-		return openS3(ctx, u, opts)
-	case "":
-		return nil, fmt.Errorf("open store %s: not a URL or an absolute path (accepted: %s)", Redact(u), Schemes)
-	default:
-		return nil, fmt.Errorf("open store %s: unsupported scheme %q (accepted: %s)", Redact(u), u.Scheme, Schemes)
+	if u.Scheme == "" {
+		return nil, fmt.Errorf("open store %s: not a URL or an absolute path (accepted: %s)", Redact(u), Forms())
 	}
+	open, err := opener(u.Scheme)
+	if err != nil {
+		return nil, fmt.Errorf("open store %s: %v (accepted: %s)", Redact(u), err, Forms())
+	}
+	return open(ctx, u, opts)
 }
 
 // Redact returns u as a string without user information, and with the value

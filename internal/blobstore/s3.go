@@ -28,6 +28,12 @@ type s3Store struct {
 	prefix string // "" or ending in "/"
 }
 
+func init() {
+	Register("s3", "s3://bucket[/prefix]", func(ctx context.Context, u *url.URL, opts Options) (Store, error) {
+		return openS3(ctx, u, opts)
+	})
+}
+
 // openS3 opens s3://bucket/prefix. Credentials come from the standard AWS
 // chain (environment, shared files, SSO, web identity, instance roles).
 func openS3(ctx context.Context, u *url.URL, opts Options) (*s3Store, error) {
