@@ -183,6 +183,21 @@ func requireSameDatabase(t *testing.T, src, dst string) {
 	t.Fatalf("restored database %s differs from source %s:\n%s", dst, src, strings.Join(diff, "\n"))
 }
 
+// connectPair opens comparison sessions to src and dst, closed when the test ends.
+func connectPair(t *testing.T, src, dst string) (sc, dc *pgx.Conn) {
+	t.Helper()
+	var err error
+	if sc, err = pgxConnect(src); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sc.Close(context.Background()) })
+	if dc, err = pgxConnect(dst); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { dc.Close(context.Background()) })
+	return sc, dc
+}
+
 // pgxConnect connects to db with fixed output settings (those the server
 // defaults to here), so that two databases configured to print values
 // differently still compare by value.

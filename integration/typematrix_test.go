@@ -224,16 +224,7 @@ func matrixUpdateAll(table string, id, r, shift int) string {
 func requireSameColumns(t *testing.T, src, dst, table, key string) {
 	t.Helper()
 	ctx := context.Background()
-	sc, err := pgxConnect(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sc.Close(ctx)
-	dc, err := pgxConnect(dst)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dc.Close(ctx)
+	sc, dc := connectPair(t, src, dst)
 	read := func(c *pgx.Conn, col string) (map[string]*string, error) {
 		// row(col)::text prints the value with its type's output function,
 		// as row::text does for the whole row.

@@ -121,16 +121,7 @@ func (w *workload) progress() int {
 func requireSameRows(t *testing.T, src, dst string) {
 	t.Helper()
 	ctx := context.Background()
-	sc, err := pgxConnect(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sc.Close(ctx)
-	dc, err := pgxConnect(dst)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dc.Close(ctx)
+	sc, dc := connectPair(t, src, dst)
 	rows, err := sc.Query(ctx, `SELECT quote_ident(schemaname) || '.' || quote_ident(tablename) FROM pg_tables WHERE schemaname NOT IN ('pg_catalog', 'information_schema') ORDER BY 1`)
 	if err != nil {
 		t.Fatal(err)
