@@ -14,7 +14,7 @@ import (
 	"github.com/sluicehq/sluice/internal/credentials"
 	"github.com/sluicehq/sluice/internal/errcode"
 	"github.com/sluicehq/sluice/internal/health"
-	pgtarget "github.com/sluicehq/sluice/internal/target/postgres"
+	"github.com/sluicehq/sluice/internal/target"
 )
 
 // BrokerParams name a broker stream: its chain, its target and its ID.
@@ -50,18 +50,18 @@ type BrokerStart struct {
 	Tail string `json:"tail,omitempty"`
 }
 
-// chainAndTarget opens the chain and resolves the target's DSN (its
-// password reference is read here, in the worker).
-func (a *Activities) chainAndTarget(ctx context.Context, store StoreRef, target credentials.DSNRef) (*chain.Chain, string, error) {
-	dsn, err := target.Resolve()
-	if err != nil {
-		return nil, "", err
-	}
+// chainAndTarget opens the chain and the target (its password reference is
+// read here, in the worker); the caller closes the target.
+func (a *Activities) chainAndTarget(ctx context.Context, store StoreRef, ref credentials.DSNRef) (*chain.Chain, target.Target, error) {
 	ch, err := a.openChain(ctx, store)
 	if err != nil {
-		return nil, "", err
+		return nil, nil, err
 	}
-	return ch, dsn, nil
+	t, err := openTarget(ctx, ref)
+	if err != nil {
+		return nil, nil, err
+	}
+	return ch, t, nil
 }
 
 // PrepareBroker decides the start mode from the target's stored position and
@@ -74,7 +74,7 @@ func (a *Activities) PrepareBroker(ctx context.Context, p BrokerStartParams) (Br
 }
 
 func (a *Activities) prepareBroker(ctx context.Context, p BrokerStartParams) (BrokerStart, error) {
-	ch, dsn, err := a.chainAndTarget(ctx, p.Store, p.Target)
+	ch, err := a.openChain(ctx, p.Store)
 	if err != nil {
 		return BrokerStart{}, err
 	}
@@ -85,18 +85,19 @@ func (a *Activities) prepareBroker(ctx context.Context, p BrokerStartParams) (Br
 	if err := chain.ValidateCatalog(cat); err != nil {
 		return BrokerStart{}, err
 	}
-	conn, err := pgtarget.Connect(ctx, dsn)
+	tgt, err := openTarget(ctx, p.Target)
 	if err != nil {
 		return BrokerStart{}, err
 	}
-	defer conn.Close(context.Background())
+	defer tgt.Close(context.Background())
+	st := tgt.State()
 	// Nothing is written before the mode is decided: a refusal leaves the
 	// target as it was.
-	row, found, err := pgtarget.ReadStateIfAny(ctx, conn, p.Stream)
+	row, found, err := st.ReadState(ctx, p.Stream)
 	if err != nil {
 		return BrokerStart{}, err
 	}
-	ensure := func() error { return pgtarget.EnsureControlTables(ctx, conn) }
+	ensure := func() error { return st.EnsureControlTables(ctx) }
 	var tok apply.Token
 	var decodeErr error
 	if found {
@@ -120,22 +121,14 @@ func (a *Activities) prepareBroker(ctx context.Context, p BrokerStartParams) (Br
 		if err != nil {
 			return BrokerStart{}, err
 		}
-		if err := pgtarget.JudgeColdStart(ctx, conn, schema); err != nil {
+		if err := tgt.JudgeColdStart(ctx, schema); err != nil {
 			return BrokerStart{}, err
 		}
 		if err := ensure(); err != nil {
 			return BrokerStart{}, err
 		}
-		tx, err := conn.Begin(ctx)
-		if err != nil {
-			return BrokerStart{}, fmt.Errorf("begin reset: %w", err)
-		}
-		defer tx.Rollback(context.Background())
-		if err := pgtarget.ClearStream(ctx, tx, p.Stream); err != nil {
-			return BrokerStart{}, err
-		}
-		if err := tx.Commit(ctx); err != nil {
-			return BrokerStart{}, fmt.Errorf("commit reset: %w", err)
+		if err := st.ReplaceState(ctx, p.Stream, nil); err != nil {
+			return BrokerStart{}, fmt.Errorf("reset stream %s: %w", p.Stream, err)
 		}
 		return BrokerStart{Mode: ModeReset, ChainID: cat.ChainID, Tail: cat.Tip().ID}, nil
 	}
@@ -162,22 +155,11 @@ func (a *Activities) prepareBroker(ctx context.Context, p BrokerStartParams) (Br
 		if err := ensure(); err != nil {
 			return BrokerStart{}, err
 		}
-		tx, err := conn.Begin(ctx)
-		if err != nil {
-			return BrokerStart{}, fmt.Errorf("begin: %w", err)
-		}
-		defer tx.Rollback(context.Background())
 		// Marks of an earlier run under this stream ID must not skip a change
-		// this target never received.
-		if err := pgtarget.ClearStream(ctx, tx, p.Stream); err != nil {
-			return BrokerStart{}, err
-		}
+		// this target never received: they go with the old position.
 		tok = apply.Token{Engine: apply.EngineBroker, Stream: p.Stream, ChainID: cat.ChainID, LastApplied: p.AtChainID}
-		if err := pgtarget.WriteState(ctx, tx, tok); err != nil {
+		if err := replaceState(ctx, st, tok); err != nil {
 			return BrokerStart{}, err
-		}
-		if err := tx.Commit(ctx); err != nil {
-			return BrokerStart{}, fmt.Errorf("commit: %w", err)
 		}
 		return startOf(ModeAtChainID, tok), nil
 	}
@@ -205,28 +187,26 @@ type InitPositionParams struct {
 // InitBrokerPosition writes the stream's first position after a reset
 // restored the chain through LastApplied.
 func (a *Activities) InitBrokerPosition(ctx context.Context, p InitPositionParams) error {
-	dsn, err := p.Target.Resolve()
+	tgt, err := openTarget(ctx, p.Target)
 	if err != nil {
 		return a.temporalError(err)
 	}
-	conn, err := pgtarget.Connect(ctx, dsn)
-	if err != nil {
-		return a.temporalError(err)
-	}
-	defer conn.Close(context.Background())
-	tx, err := conn.Begin(ctx)
-	if err != nil {
-		return a.temporalError(fmt.Errorf("begin: %w", err))
-	}
-	defer tx.Rollback(context.Background())
-	if err := pgtarget.ClearStream(ctx, tx, p.Stream); err != nil {
-		return a.temporalError(err)
-	}
+	defer tgt.Close(context.Background())
 	tok := apply.Token{Engine: apply.EngineBroker, Stream: p.Stream, ChainID: p.ChainID, LastApplied: p.LastApplied}
-	if err := pgtarget.WriteState(ctx, tx, tok); err != nil {
-		return a.temporalError(err)
+	return a.temporalError(replaceState(ctx, tgt.State(), tok))
+}
+
+// replaceState makes tok the stream's only position, its marks cleared, in
+// one target transaction.
+func replaceState(ctx context.Context, st target.StateStore, tok apply.Token) error {
+	row, err := apply.Row(tok)
+	if err != nil {
+		return err
 	}
-	return a.temporalError(tx.Commit(ctx))
+	if err := st.ReplaceState(ctx, tok.Stream, &row); err != nil {
+		return fmt.Errorf("write the position of stream %s: %w", tok.Stream, err)
+	}
+	return nil
 }
 
 // WaitParams bound one wait for new links.
@@ -367,17 +347,18 @@ type BrokerApplyResult struct {
 // position when a previous attempt stopped inside it.
 func (a *Activities) ApplyBrokerIncremental(ctx context.Context, p BrokerApplyParams) (BrokerApplyResult, error) {
 	defer a.Health.Running(brokerKey(p.Stream))()
-	ch, dsn, err := a.chainAndTarget(ctx, p.Store, p.Target)
+	ch, tgt, err := a.chainAndTarget(ctx, p.Store, p.Target)
 	if err != nil {
 		return BrokerApplyResult{}, a.temporalError(err)
 	}
+	defer tgt.Close(context.Background())
 	m, schema, err := a.incrementalAt(ctx, ch, p.Link.ID)
 	if err != nil {
 		return BrokerApplyResult{}, a.temporalError(err)
 	}
 	info := activity.GetInfo(ctx)
 	owner := fmt.Sprintf("%s/%s/%d", info.WorkflowExecution.RunID, info.ActivityID, info.Attempt)
-	if err := pgtarget.ClaimStream(ctx, dsn, p.Stream, owner); err != nil {
+	if err := apply.Claim(ctx, tgt.State(), p.Stream, owner); err != nil {
 		return BrokerApplyResult{}, a.temporalError(err)
 	}
 	var applied atomic.Int64
@@ -391,8 +372,8 @@ func (a *Activities) ApplyBrokerIncremental(ctx context.Context, p BrokerApplyPa
 		return a.runDetails(k, p.Health, map[string]any{"incremental": m.ID, "applied": applied.Load()})
 	})
 	defer stop()
-	r, err := pgtarget.ApplyIncrementalForBroker(ctx, ch, m, schema, pgtarget.BrokerApply{
-		DSN: dsn, Stream: p.Stream, Owner: owner, Lanes: p.Concurrency, ExpectedLast: p.Link.ExpectedLast, Arbiters: p.Arbiters,
+	r, err := apply.ApplyIncremental(ctx, ch, m, schema, tgt, apply.Options{
+		Stream: p.Stream, Owner: owner, Lanes: p.Concurrency, ExpectedLast: p.Link.ExpectedLast, Arbiters: p.Arbiters,
 		Progress: func(n int64) {
 			applied.Store(n)
 			a.Health.Delivered(k)
@@ -438,20 +419,16 @@ type JudgeResult struct {
 // identity on keyed tables; the workflow logs them once the incremental is
 // applied (the WARN BROKER-UNIDENTIFIED-CHANGES).
 func (a *Activities) judgeBrokerIncremental(ctx context.Context, p BrokerApplyParams) (JudgeResult, error) {
-	ch, dsn, err := a.chainAndTarget(ctx, p.Store, p.Target)
+	ch, tgt, err := a.chainAndTarget(ctx, p.Store, p.Target)
 	if err != nil {
 		return JudgeResult{}, a.temporalError(err)
 	}
+	defer tgt.Close(context.Background())
 	m, schema, err := a.incrementalAt(ctx, ch, p.Link.ID)
 	if err != nil {
 		return JudgeResult{}, a.temporalError(err)
 	}
-	conn, err := pgtarget.Connect(ctx, dsn)
-	if err != nil {
-		return JudgeResult{}, a.temporalError(err)
-	}
-	defer conn.Close(context.Background())
-	j, err := pgtarget.JudgeIncremental(ctx, conn, ch, m, schema)
+	j, err := tgt.JudgeIncremental(ctx, ch, m, schema)
 	if err != nil {
 		return JudgeResult{}, a.temporalError(err)
 	}

@@ -10,7 +10,7 @@ import (
 	"github.com/sluicehq/sluice/internal/credentials"
 	"github.com/sluicehq/sluice/internal/errcode"
 	pgsource "github.com/sluicehq/sluice/internal/source/postgres"
-	pgtarget "github.com/sluicehq/sluice/internal/target/postgres"
+	"github.com/sluicehq/sluice/internal/target"
 )
 
 // PlanRestoreParams are the inputs of PlanRestore.
@@ -122,37 +122,39 @@ type TargetParams struct {
 	Replace bool               `json:"replace,omitempty"`
 }
 
-func (a *Activities) openTarget(ctx context.Context, p TargetParams) (*chain.Chain, *chain.Manifest, string, error) {
-	ch, dsn, err := a.chainAndTarget(ctx, p.Store, p.Target)
+// openFull opens the chain, the full a restore loads and its target; the
+// caller closes the target.
+func (a *Activities) openFull(ctx context.Context, p TargetParams) (*chain.Chain, *chain.Manifest, target.Target, error) {
+	ch, err := a.openChain(ctx, p.Store)
 	if err != nil {
-		return nil, nil, "", err
+		return nil, nil, nil, err
 	}
 	m, err := a.manifest(ctx, ch, p.FullID)
 	if err != nil {
-		return nil, nil, "", err
+		return nil, nil, nil, err
 	}
 	if m.Schema == nil {
-		return nil, nil, "", errcode.New(errcode.ManifestInvalid, "full %s records no schema", m.ID)
+		return nil, nil, nil, errcode.New(errcode.ManifestInvalid, "full %s records no schema", m.ID)
 	}
-	return ch, m, dsn, nil
+	t, err := openTarget(ctx, p.Target)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return ch, m, t, nil
 }
 
 // PrepareTarget refuses a target whose tables already hold rows (unless
 // Replace) and creates the schemas, types and free sequences the tables need.
 func (a *Activities) PrepareTarget(ctx context.Context, p TargetParams) error {
-	_, m, dsn, err := a.openTarget(ctx, p)
+	_, m, t, err := a.openFull(ctx, p)
 	if err != nil {
 		return a.temporalError(err)
 	}
-	conn, err := pgtarget.Connect(ctx, dsn)
-	if err != nil {
+	defer t.Close(context.Background())
+	if err := t.Prepare(ctx, m.Schema, p.Replace); err != nil {
 		return a.temporalError(err)
 	}
-	defer conn.Close(context.Background())
-	if err := pgtarget.Prepare(ctx, conn, m.Schema, p.Replace); err != nil {
-		return a.temporalError(err)
-	}
-	return a.temporalError(pgtarget.ClearRestoreLinks(ctx, conn, p.ChainID))
+	return a.temporalError(t.ClearRestoreLinks(ctx, p.ChainID))
 }
 
 // LoadTableParams name one table to load.
@@ -171,10 +173,11 @@ type LoadProgress struct {
 // LoadTable recreates and loads one table in one target transaction, so a
 // retry redoes only this table and never doubles a row.
 func (a *Activities) LoadTable(ctx context.Context, p LoadTableParams) (int64, error) {
-	ch, m, dsn, err := a.openTarget(ctx, p.TargetParams)
+	ch, m, t, err := a.openFull(ctx, p.TargetParams)
 	if err != nil {
 		return 0, a.temporalError(err)
 	}
+	defer t.Close(context.Background())
 	var td *chain.TableData
 	for i := range m.Tables {
 		if m.Tables[i].Table == p.Table {
@@ -184,17 +187,12 @@ func (a *Activities) LoadTable(ctx context.Context, p LoadTableParams) (int64, e
 	if td == nil {
 		return 0, a.temporalError(fmt.Errorf("full %s has no table %s", m.ID, p.Table))
 	}
-	conn, err := pgtarget.Connect(ctx, dsn)
-	if err != nil {
-		return 0, a.temporalError(err)
-	}
-	defer conn.Close(context.Background())
 	var rows, raw atomic.Int64
 	stop := a.heartbeat(ctx, func() any {
 		return LoadProgress{Table: p.Table, Rows: rows.Load(), RawBytes: raw.Load()}
 	})
 	defer stop()
-	n, err := pgtarget.LoadTable(ctx, conn, ch, m.Schema, *td, func(r, b int64) {
+	n, err := t.LoadTable(ctx, ch, m.Schema, *td, func(r, b int64) {
 		rows.Add(r)
 		raw.Add(b)
 	})
@@ -206,16 +204,12 @@ func (a *Activities) LoadTable(ctx context.Context, p LoadTableParams) (int64, e
 
 // FinishTarget adds foreign keys and sets the free sequences' values.
 func (a *Activities) FinishTarget(ctx context.Context, p TargetParams) error {
-	_, m, dsn, err := a.openTarget(ctx, p)
+	_, m, t, err := a.openFull(ctx, p)
 	if err != nil {
 		return a.temporalError(err)
 	}
-	conn, err := pgtarget.Connect(ctx, dsn)
-	if err != nil {
-		return a.temporalError(err)
-	}
-	defer conn.Close(context.Background())
-	return a.temporalError(pgtarget.Finish(ctx, conn, m.Schema))
+	defer t.Close(context.Background())
+	return a.temporalError(t.Finish(ctx, m.Schema))
 }
 
 // ApplyIncrementalParams name one incremental a restore applies.
@@ -234,10 +228,6 @@ type ApplyProgress struct {
 // transaction that also records it as applied, so a retry never applies it
 // twice. It returns the number of changes applied (0 when already applied).
 func (a *Activities) ApplyIncremental(ctx context.Context, p ApplyIncrementalParams) (int64, error) {
-	dsn, err := p.Target.Resolve()
-	if err != nil {
-		return 0, a.temporalError(err)
-	}
 	ch, err := a.openChain(ctx, p.Store)
 	if err != nil {
 		return 0, a.temporalError(err)
@@ -246,15 +236,15 @@ func (a *Activities) ApplyIncremental(ctx context.Context, p ApplyIncrementalPar
 	if err != nil {
 		return 0, a.temporalError(err)
 	}
-	conn, err := pgtarget.Connect(ctx, dsn)
+	t, err := openTarget(ctx, p.Target)
 	if err != nil {
 		return 0, a.temporalError(err)
 	}
-	defer conn.Close(context.Background())
+	defer t.Close(context.Background())
 	var done atomic.Int64
 	stop := a.heartbeat(ctx, func() any { return ApplyProgress{Incremental: m.ID, Changes: done.Load()} })
 	defer stop()
-	applied, err := pgtarget.RestoreIncremental(ctx, conn, ch, p.ChainID, m, schema, func(n int64) { done.Store(n) })
+	applied, err := t.RestoreIncremental(ctx, ch, p.ChainID, m, schema, func(n int64) { done.Store(n) })
 	if err != nil || !applied {
 		return 0, a.temporalError(err)
 	}

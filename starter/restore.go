@@ -4,13 +4,16 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/jackc/pgx/v5/pgconn"
+	"strings"
+
 	"github.com/spf13/cobra"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/sluicehq/sluice/internal/credentials"
+	_ "github.com/sluicehq/sluice/internal/engines" // registers the target engines
 	"github.com/sluicehq/sluice/internal/errcode"
+	"github.com/sluicehq/sluice/internal/target"
 	"github.com/sluicehq/sluice/workflows"
 )
 
@@ -20,8 +23,8 @@ type targetFlags struct {
 }
 
 func (t *targetFlags) bind(cmd *cobra.Command) {
-	cmd.Flags().StringVar(&t.driver, "target-driver", "postgres", "target engine: postgres")
-	cmd.Flags().StringVar(&t.dsn, "target", "", "target DSN without a password, e.g. postgres://user@host:5432/db")
+	cmd.Flags().StringVar(&t.driver, "target-driver", "postgres", "target engine: "+strings.Join(target.Drivers(), ", "))
+	cmd.Flags().StringVar(&t.dsn, "target", "", "target DSN without a password, e.g. postgres://user@host:5432/db, or an SQLite file path")
 	cmd.Flags().StringVar(&t.passwordEnv, "target-password-env", "", "name of an environment variable of the worker that holds the target password")
 	cmd.Flags().StringVar(&t.passwordFile, "target-password-file", "", "path, on the worker's host, of a file holding the target password")
 }
@@ -29,18 +32,36 @@ func (t *targetFlags) bind(cmd *cobra.Command) {
 // ref checks the flags and returns the reference and a name for the target
 // database (host:port/db) that identifies it in workflow IDs.
 func (t *targetFlags) ref() (credentials.DSNRef, string, error) {
-	if t.driver != "postgres" {
-		return credentials.DSNRef{}, "", errcode.New(errcode.ConfigInvalid, "--target-driver %q: this sluice restores into postgres", t.driver)
+	driver, ok := target.Canonical(t.driver)
+	if !ok {
+		return credentials.DSNRef{}, "", errcode.New(errcode.ConfigInvalid, "--target-driver %q is not known; use one of %s", t.driver, strings.Join(target.Drivers(), ", "))
 	}
 	ref, err := credentials.NewDSNRef("--target", t.dsn, t.passwordEnv, t.passwordFile)
 	if err != nil {
 		return ref, "", err
 	}
-	cfg, err := pgconn.ParseConfig(t.dsn)
-	if err != nil {
-		return ref, "", errcode.New(errcode.ConfigInvalid, "--target %s does not parse: %s", credentials.Redact(t.dsn), credentials.Redact(err.Error()))
+	if driver != target.DefaultDriver {
+		// Runs recorded before drivers existed carry none: PostgreSQL.
+		ref.Driver = driver
 	}
-	return ref, fmt.Sprintf("%s:%d/%s", cfg.Host, cfg.Port, cfg.Database), nil
+	traits, err := target.TraitsOf(driver)
+	if err != nil {
+		return ref, "", err
+	}
+	name, err := traits.Describe(t.dsn)
+	if err != nil {
+		return ref, "", err
+	}
+	return ref, name, nil
+}
+
+// maxLanes is how many apply lanes the chosen driver takes (0: any).
+func (t *targetFlags) maxLanes() int {
+	traits, err := target.TraitsOf(t.driver)
+	if err != nil {
+		return 0
+	}
+	return traits.MaxLanes
 }
 
 func (c *cli) restoreCmd() *cobra.Command {

@@ -68,6 +68,8 @@ func (c *cli) brokerRunCmd() *cobra.Command {
 			switch {
 			case concurrency < 1 || concurrency > 64:
 				return usageError("--apply-concurrency %d: give 1 to 64", concurrency)
+			case tgt.maxLanes() > 0 && concurrency > tgt.maxLanes():
+				return usageError("--apply-concurrency %d: --target-driver %s takes one writer at a time; give --apply-concurrency %d", concurrency, tgt.driver, tgt.maxLanes())
 			case poll < 100*time.Millisecond || poll > time.Hour:
 				return usageError("--poll-interval %s: give 100ms to 1h", poll)
 			case maxWait < time.Second || maxWait > 20*time.Minute:

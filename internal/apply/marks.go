@@ -6,14 +6,11 @@ import (
 	"github.com/sluicehq/sluice/internal/chain"
 )
 
-// Identity names a source transaction: its XID and commit position.
-type Identity struct {
-	XID       uint32
-	CommitLSN uint64
-}
+// Identity names a source transaction (chain.Identity).
+type Identity = chain.Identity
 
 // IdentityOf returns the identity of a change's transaction.
-func IdentityOf(c *chain.Change) Identity { return Identity{XID: c.XID, CommitLSN: c.CommitLSN} }
+func IdentityOf(c *chain.Change) Identity { return c.Identity() }
 
 // Marks is the set of changes already applied, by transaction and ordinal.
 type Marks map[Identity]map[uint32]struct{}

@@ -77,3 +77,13 @@ type Change struct {
 	// change carries no apply identity.
 	Identified bool
 }
+
+// Identity names a source transaction: its XID and commit position. With a
+// change's Ordinal it is the change's apply identity.
+type Identity struct {
+	XID       uint32
+	CommitLSN uint64
+}
+
+// Identity returns the identity of the change's transaction.
+func (c *Change) Identity() Identity { return Identity{XID: c.XID, CommitLSN: c.CommitLSN} }

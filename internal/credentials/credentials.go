@@ -16,12 +16,18 @@ import (
 // DSNRef is a database connection string that is safe to store in workflow
 // history: it never holds a password, only a reference to one.
 type DSNRef struct {
-	// DSN is the connection string without a password (URL or key=value form).
+	// Driver names the engine (target.Open, source.Open); "" is PostgreSQL,
+	// the only engine of runs recorded before drivers existed.
+	Driver string `json:"driver,omitempty"`
+	// DSN is the connection string without a password (URL or key=value
+	// form; a file path for SQLite).
 	DSN string `json:"dsn"`
 	// PasswordEnv names an environment variable of the worker holding the password.
 	PasswordEnv string `json:"password_env,omitempty"`
 	// PasswordFile is a path on the worker's host whose content is the password.
 	PasswordFile string `json:"password_file,omitempty"`
+	// Options are the driver's options, none of them secret.
+	Options map[string]string `json:"options,omitempty"`
 }
 
 var kvPassword = regexp.MustCompile(`(?i)(^|\s)password\s*=`)

@@ -175,52 +175,13 @@ func (ts *tableState) useArbiter(cols []string) {
 
 func newTableState(t *chain.Table) *tableState {
 	ts := &tableState{def: t, rel: ident(t.Schema, t.Name), stmts: map[string]*stmt{}}
-	pos := map[string]int{}
-	for _, c := range t.Columns {
-		if c.Generated != "" {
-			continue
-		}
-		pos[c.Name] = len(ts.cols)
-		ts.cols = append(ts.cols, c)
+	ts.cols = t.SuppliedColumns()
+	for _, c := range ts.cols {
 		ts.names = append(ts.names, ident(c.Name))
 		ts.always = append(ts.always, c.Identity == "a")
 		ts.overriding = ts.overriding || c.Identity == "a"
 	}
-	notNull := map[string]bool{}
-	for _, c := range t.Columns {
-		notNull[c.Name] = c.NotNull
-	}
-	add := func(cols []string) {
-		key := make([]int, 0, len(cols))
-		for _, c := range cols {
-			i, ok := pos[c]
-			if !ok {
-				return // a generated or unknown column: rows do not carry it
-			}
-			key = append(key, i)
-		}
-		for _, k := range ts.keys {
-			if slices.Equal(k, key) {
-				return
-			}
-		}
-		ts.keys = append(ts.keys, key)
-	}
-	if len(t.PrimaryKey) > 0 {
-		add(t.PrimaryKey)
-	}
-	for _, ix := range t.Indexes {
-		if !ix.Unique || ix.Partial || ix.Expression || len(ix.Columns) == 0 {
-			continue
-		}
-		ok := true
-		for _, c := range ix.Columns {
-			ok = ok && notNull[c]
-		}
-		if ok {
-			add(ix.Columns)
-		}
-	}
+	ts.keys = t.CandidateKeys()
 	return ts
 }
 

@@ -2,89 +2,21 @@ package postgres
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/sluicehq/sluice/internal/blobstore"
 	"github.com/sluicehq/sluice/internal/chain"
+	"github.com/sluicehq/sluice/internal/chain/chaintest"
 	"github.com/sluicehq/sluice/internal/errcode"
 )
 
-// txn frames row changes as one identified source transaction.
-func txn(xid uint32, changes ...chain.Change) []chain.Change {
-	out := []chain.Change{{Op: chain.OpBegin, XID: xid, CommitLSN: uint64(xid) * 100, Identified: true, CommitTime: 1}}
-	for i, c := range changes {
-		c.XID, c.CommitLSN, c.Ordinal, c.Identified = xid, uint64(xid)*100, uint32(i), true
-		out = append(out, c)
-	}
-	return append(out, chain.Change{Op: chain.OpCommit, XID: xid, CommitLSN: uint64(xid) * 100, EndLSN: uint64(xid)*100 + 8, Identified: true, CommitTime: 1})
-}
+var txn = chaintest.Txn
 
-// writeIncremental stores records in a new file store as chunks of at most
-// perChunk records and returns the chain and the stored manifest (counts
-// taken from the records).
+// writeIncremental stores records as an incremental (chaintest.WriteIncremental).
 func writeIncremental(t testing.TB, records []chain.Change, perChunk int) (*chain.Chain, *chain.Manifest) {
 	t.Helper()
-	ctx := context.Background()
-	store, err := blobstore.Open(ctx, "file://"+t.TempDir(), blobstore.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ch := chain.Open(store)
-	b := chain.NewChangeBuilder()
-	var refs []chain.ChunkRef
-	flush := func() {
-		if b.Records() == 0 {
-			return
-		}
-		data, err := b.Encode()
-		if err != nil {
-			t.Fatal(err)
-		}
-		ref, err := ch.WriteChunk(ctx, chain.DataKey("attempt1", fmt.Sprintf("changes-%06d.chunk", len(refs))), data, b.Records(), int64(b.RawLen()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		refs = append(refs, ref)
-		b.Reset()
-	}
-	var txns int64
-	for i := range records {
-		if err := b.Append(&records[i]); err != nil {
-			t.Fatal(err)
-		}
-		if records[i].Op == chain.OpCommit {
-			txns++
-		}
-		if int(b.Records()) >= perChunk {
-			flush()
-		}
-	}
-	flush()
-	m := &chain.Manifest{
-		Kind:          chain.KindIncremental,
-		Parent:        strings.Repeat("ab", 20),
-		Source:        chain.SourceInfo{Engine: "postgres", SystemID: "1", Database: "src"},
-		StartPosition: "0/100",
-		EndPosition:   "0/200",
-		CreatedAt:     time.Unix(1700000000, 0),
-		Chunks:        refs,
-		// What ValidateManifest accepts, even for a stream whose framing is
-		// broken on purpose (for well-framed ones it is the change count).
-		Changes:       int64(len(records)) - 2*txns,
-		Transactions:  txns,
-		ApplyIdentity: true,
-	}
-	if err := ch.PutManifest(ctx, m); err != nil {
-		t.Fatal(err)
-	}
-	got, err := ch.GetManifest(ctx, m.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ch, got
+	return chaintest.WriteIncremental(t, records, perChunk)
 }
 
 func TestApplyIncremental(t *testing.T) {

@@ -11,21 +11,11 @@ import (
 
 	"github.com/sluicehq/sluice/internal/chain"
 	"github.com/sluicehq/sluice/internal/errcode"
+	"github.com/sluicehq/sluice/internal/target"
 )
 
-// Judgment is what the broker learned about an incremental before applying
-// any of it.
-type Judgment struct {
-	// Unidentified counts changes to keyed tables that carry no apply
-	// identity: they re-apply without marks and converge by key.
-	Unidentified int64
-	// Tables lists the tables the incremental touches.
-	Tables []string
-	// Arbiters are, for each keyed table that exists on the target, the
-	// columns of the key the judgment found there: the applier's ON
-	// CONFLICT arbiter, so inserts arbitrate on exactly the key judged.
-	Arbiters map[string][]string
-}
+// Judgment is what the broker learned about an incremental (target.Judgment).
+type Judgment = target.Judgment
 
 // tableFacts gathers, per table, what an incremental does to it.
 type tableFacts struct {

@@ -10,10 +10,11 @@ import (
 
 	"github.com/sluicehq/sluice/internal/chain"
 	"github.com/sluicehq/sluice/internal/errcode"
+	"github.com/sluicehq/sluice/internal/target"
 )
 
 // LoadProgress is called after each chunk a table load has sent.
-type LoadProgress func(rows, rawBytes int64)
+type LoadProgress = target.LoadProgress
 
 // LoadTable recreates one table and fills it from its chunks in a single
 // transaction: drop, create (with owned sequences and CHECK constraints),
@@ -62,15 +63,7 @@ func findTable(s *chain.Schema, qualified string) *chain.Table {
 	return nil
 }
 
-func suppliedColumns(t *chain.Table) []chain.Column {
-	out := make([]chain.Column, 0, len(t.Columns))
-	for _, c := range t.Columns {
-		if c.Generated == "" {
-			out = append(out, c)
-		}
-	}
-	return out
-}
+func suppliedColumns(t *chain.Table) []chain.Column { return t.SuppliedColumns() }
 
 // createTableSQL drops any table of that name and creates it bare: columns,
 // defaults, identity, generated columns, NOT NULL, and the sequences it owns.

@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
-
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/sluicehq/sluice/internal/apply"
+	"github.com/sluicehq/sluice/internal/chain"
 	"github.com/sluicehq/sluice/internal/errcode"
+	"github.com/sluicehq/sluice/internal/target"
 )
 
 // Control tables of the broker in the target's public schema.
@@ -87,13 +87,17 @@ func ReadStateIfAny(ctx context.Context, conn *pgx.Conn, stream string) (StateRo
 
 // WriteState stores a token for its stream (insert or replace) in tx.
 func WriteState(ctx context.Context, tx pgx.Tx, t apply.Token) error {
-	t.UpdatedAt = time.Now()
-	text, sum, err := t.Encode()
+	row, err := apply.Row(t)
 	if err != nil {
 		return err
 	}
-	_, err = tx.Exec(ctx, `INSERT INTO `+stateTable+` (stream_id, token, checksum, updated_at) VALUES ($1, $2, $3, now())
-		ON CONFLICT (stream_id) DO UPDATE SET token = EXCLUDED.token, checksum = EXCLUDED.checksum, updated_at = now()`, t.Stream, text, sum)
+	return writeRow(ctx, tx, t.Stream, row)
+}
+
+// writeRow stores a stream's position row (insert or replace) in tx.
+func writeRow(ctx context.Context, tx pgx.Tx, stream string, row target.StateRow) error {
+	_, err := tx.Exec(ctx, `INSERT INTO `+stateTable+` (stream_id, token, checksum, updated_at) VALUES ($1, $2, $3, now())
+		ON CONFLICT (stream_id) DO UPDATE SET token = EXCLUDED.token, checksum = EXCLUDED.checksum, updated_at = now()`, stream, row.Token, row.Checksum)
 	if err != nil {
 		return classify(err, "write "+stateTable)
 	}
@@ -111,136 +115,101 @@ func ClearStream(ctx context.Context, tx pgx.Tx, stream string) error {
 	return nil
 }
 
-// LockOwned locks the stream's position row in tx (share or update) and
-// checks that owner still holds the lease: a run whose lease was taken over
-// is a zombie, and its transaction must not commit.
-func LockOwned(ctx context.Context, tx pgx.Tx, stream, owner string, forUpdate bool) (apply.Token, error) {
+// lockRow reads the stream's position row in tx, locked for share or for
+// update; the zero row when there is none.
+func lockRow(ctx context.Context, tx pgx.Tx, stream string, forUpdate bool) (target.StateRow, error) {
 	lock := "FOR SHARE"
 	if forUpdate {
 		lock = "FOR UPDATE"
 	}
-	var text, sum string
-	err := tx.QueryRow(ctx, `SELECT token, checksum FROM `+stateTable+` WHERE stream_id = $1 `+lock, stream).Scan(&text, &sum)
+	var row target.StateRow
+	err := tx.QueryRow(ctx, `SELECT token, checksum FROM `+stateTable+` WHERE stream_id = $1 `+lock, stream).Scan(&row.Token, &row.Checksum)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return apply.Token{}, errcode.New(errcode.BrokerFenced, "stream %s lost its position row while applying", stream)
+		return target.StateRow{}, nil
 	}
 	if err != nil {
-		return apply.Token{}, classify(err, "lock "+stateTable)
+		return target.StateRow{}, classify(err, "lock "+stateTable)
 	}
-	t, err := apply.Decode(text, sum)
+	return row, nil
+}
+
+// LockOwned locks the stream's position row in tx (share or update) and
+// checks that owner still holds the lease: a run whose lease was taken over
+// is a zombie, and its transaction must not commit.
+func LockOwned(ctx context.Context, tx pgx.Tx, stream, owner string, forUpdate bool) (apply.Token, error) {
+	row, err := lockRow(ctx, tx, stream, forUpdate)
 	if err != nil {
-		return apply.Token{}, errcode.Wrap(errcode.BrokerPositionCorrupt, err, "stream %s", stream)
+		return apply.Token{}, err
 	}
-	if t.Owner != owner {
-		return apply.Token{}, errcode.New(errcode.BrokerFenced, "stream %s is now applied by run %s; this run (%s) stops", stream, t.Owner, owner)
+	if err := apply.Lease(stream, owner)(row); err != nil {
+		return apply.Token{}, err
 	}
-	return t, nil
+	return apply.Decode(row.Token, row.Checksum)
 }
 
 // ReadMarks loads every mark of a stream.
 func ReadMarks(ctx context.Context, conn *pgx.Conn, stream string) (apply.Marks, error) {
+	return apply.ReadMarks(ctx, stateStore{conn: conn}, stream)
+}
+
+// readMarks calls add with every range of a stream's marks.
+func readMarks(ctx context.Context, conn *pgx.Conn, stream string, add func(chain.Identity, uint32, uint32)) error {
 	rows, err := conn.Query(ctx, `SELECT xid, commit_lsn, ranges FROM `+marksTable+` WHERE stream_id = $1`, stream)
 	if err != nil {
-		return nil, marksErr(err, "read "+marksTable)
+		return marksErr(err, "read "+marksTable)
 	}
 	defer rows.Close()
-	m := apply.Marks{}
 	for rows.Next() {
 		var xid, lsn int64
 		var ranges []int32
 		if err := rows.Scan(&xid, &lsn, &ranges); err != nil {
-			return nil, marksErr(err, "read "+marksTable)
+			return marksErr(err, "read "+marksTable)
 		}
 		if len(ranges)%2 != 0 {
-			return nil, errcode.New(errcode.ApplyMarksUnavailable, "a row of %s holds an odd number of range bounds", marksTable)
+			return errcode.New(errcode.ApplyMarksUnavailable, "a row of %s holds an odd number of range bounds", marksTable)
 		}
-		id := apply.Identity{XID: uint32(xid), CommitLSN: uint64(lsn)}
+		id := chain.Identity{XID: uint32(xid), CommitLSN: uint64(lsn)}
 		for i := 0; i < len(ranges); i += 2 {
-			for o := ranges[i]; o <= ranges[i+1]; o++ {
-				m.Add(id, uint32(o))
-			}
+			add(id, uint32(ranges[i]), uint32(ranges[i+1]))
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return nil, marksErr(err, "read "+marksTable)
+		return marksErr(err, "read "+marksTable)
 	}
-	return m, nil
+	return nil
 }
 
-// markBatch collects the marks one target transaction writes.
-type markBatch struct {
-	link string
-	ids  []apply.Identity
-	ords map[apply.Identity][]int32
-}
-
-func (b *markBatch) add(link string, id apply.Identity, ordinal uint32) {
-	if b.ords == nil {
-		b.ords = map[apply.Identity][]int32{}
-	}
-	b.link = link
-	if _, ok := b.ords[id]; !ok {
-		b.ids = append(b.ids, id)
-	}
-	b.ords[id] = append(b.ords[id], int32(ordinal))
-}
-
-func (b *markBatch) empty() bool { return len(b.ids) == 0 }
-
-func (b *markBatch) reset() {
-	b.ids = b.ids[:0]
-	for k := range b.ords {
-		delete(b.ords, k)
-	}
-}
-
-// write stores the batch's marks in tx.
-func (b *markBatch) write(ctx context.Context, tx pgx.Tx, stream string) error {
-	if b.empty() {
+// writeMarks stores a lane transaction's marks in tx.
+func writeMarks(ctx context.Context, tx pgx.Tx, stream string, b *target.MarkBatch) error {
+	if b.Empty() {
 		return nil
 	}
-	xids := make([]int64, len(b.ids))
-	lsns := make([]int64, len(b.ids))
-	firsts := make([]int32, len(b.ids))
-	ranges := make([]string, len(b.ids))
-	for i, id := range b.ids {
-		xids[i], lsns[i] = int64(id.XID), int64(id.CommitLSN)
-		r := toRanges(b.ords[id])
-		firsts[i] = r[0]
-		ranges[i] = intArrayLiteral(r)
-	}
+	var xids, lsns []int64
+	var firsts []int32
+	var ranges []string
+	_ = b.Each(func(id chain.Identity, r []uint32) error {
+		xids, lsns = append(xids, int64(id.XID)), append(lsns, int64(id.CommitLSN))
+		firsts = append(firsts, int32(r[0]))
+		ranges = append(ranges, intArrayLiteral(r))
+		return nil
+	})
 	_, err := tx.Exec(ctx, `INSERT INTO `+marksTable+` (stream_id, link_id, xid, commit_lsn, first_ordinal, ranges)
 		SELECT $1, $2, x, l, f, r::int[] FROM unnest($3::bigint[], $4::bigint[], $5::int[], $6::text[]) AS u(x, l, f, r)
-		ON CONFLICT DO NOTHING`, stream, b.link, xids, lsns, firsts, ranges)
+		ON CONFLICT DO NOTHING`, stream, b.Link, xids, lsns, firsts, ranges)
 	if err != nil {
 		return marksErr(err, "write "+marksTable)
 	}
 	return nil
 }
 
-// toRanges turns ascending ordinals into inclusive ranges lo, hi, lo, hi, …
-// (ordinals arrive in order within a lane, so a serial apply writes one range
-// per transaction).
-func toRanges(ords []int32) []int32 {
-	out := make([]int32, 0, 2)
-	for i, o := range ords {
-		if i > 0 && o == out[len(out)-1]+1 {
-			out[len(out)-1] = o
-			continue
-		}
-		out = append(out, o, o)
-	}
-	return out
-}
-
-func intArrayLiteral(v []int32) string {
+func intArrayLiteral(v []uint32) string {
 	b := make([]byte, 0, 2+len(v)*4)
 	b = append(b, '{')
 	for i, x := range v {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = fmt.Appendf(b, "%d", x)
+		b = fmt.Appendf(b, "%d", int32(x))
 	}
 	return string(append(b, '}'))
 }
@@ -263,29 +232,5 @@ func ClaimStream(ctx context.Context, dsn, stream, owner string) error {
 		return err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	tx, err := conn.Begin(ctx)
-	if err != nil {
-		return classify(err, "begin claim")
-	}
-	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	var text, sum string
-	err = tx.QueryRow(ctx, `SELECT token, checksum FROM `+stateTable+` WHERE stream_id = $1 FOR UPDATE`, stream).Scan(&text, &sum)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return errcode.New(errcode.BrokerNoPosition, "the target holds no position for stream %q", stream)
-	}
-	if err != nil {
-		return classify(err, "lock "+stateTable)
-	}
-	t, err := apply.Decode(text, sum)
-	if err != nil {
-		return errcode.Wrap(errcode.BrokerPositionCorrupt, err, "stream %s", stream)
-	}
-	t.Owner = owner
-	if err := WriteState(ctx, tx, t); err != nil {
-		return err
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return classify(err, "commit claim")
-	}
-	return nil
+	return apply.Claim(ctx, stateStore{conn: conn}, stream, owner)
 }

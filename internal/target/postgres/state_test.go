@@ -6,6 +6,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/apply"
 	"github.com/sluicehq/sluice/internal/errcode"
+	"github.com/sluicehq/sluice/internal/target"
 	"github.com/sluicehq/sluice/internal/testenv"
 )
 
@@ -62,13 +63,13 @@ func TestMarkRangesRoundTrip(t *testing.T) {
 	if err := EnsureControlTables(ctx, conn); err != nil {
 		t.Fatal(err)
 	}
-	var b markBatch
+	var b target.MarkBatch
 	id := apply.Identity{XID: 7, CommitLSN: 1 << 40}
 	for _, o := range []uint32{0, 1, 2, 5, 6, 9} {
-		b.add("link", id, o)
+		b.Add("link", id, o)
 	}
 	tx, _ := conn.Begin(ctx)
-	if err := b.write(ctx, tx, "s"); err != nil {
+	if err := writeMarks(ctx, tx, "s", &b); err != nil {
 		t.Fatal(err)
 	}
 	if err := tx.Commit(ctx); err != nil {

@@ -1,0 +1,301 @@
+package apply
+
+import (
+	"context"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/chain"
+	"github.com/sluicehq/sluice/internal/errcode"
+	"github.com/sluicehq/sluice/internal/target"
+)
+
+// DefaultCheckpointChanges is how many changes the broker applies between
+// two advances of its position inside an incremental.
+const DefaultCheckpointChanges = 50000
+
+// Options configure the broker's apply of one incremental.
+type Options struct {
+	// Stream is the --stream-id; Owner the lease of this run.
+	Stream, Owner string
+	// Lanes is the apply concurrency (1: serial).
+	Lanes int
+	// ExpectedLast is the link the position must record as fully applied
+	// before this incremental (the previous incremental; fulls are skipped).
+	ExpectedLast string
+	// Arbiters are the insert arbiters the judgment found on the live
+	// target, by table (target.Judgment.Arbiters).
+	Arbiters map[string][]string
+	// CheckpointChanges bounds the work between two position advances.
+	CheckpointChanges int64
+	// Progress is called with the changes applied so far.
+	Progress func(applied int64)
+	// Committed, when set, is called after each apply transaction commits
+	// with how long it was open (first change to commit); lanes call it
+	// concurrently.
+	Committed func(open time.Duration)
+}
+
+// Result reports one applied incremental.
+type Result struct {
+	// Applied counts the changes applied; Skipped those already applied
+	// (below the position, or marked).
+	Applied, Skipped int64
+	// Resumed is true when the run started inside the incremental.
+	Resumed bool
+}
+
+// ApplyIncremental applies incremental m to target t exactly once for a
+// stream: it resumes from the position stored in the target, skips changes
+// its marks name, applies on lanes hashed by table and key with barriers for
+// what cannot be split, and advances the position at source transaction
+// boundaries that every lane has committed. schema is the schema in force
+// before m.
+func ApplyIncremental(ctx context.Context, ch *chain.Chain, m *chain.Manifest, schema *chain.Schema, t target.Target, o Options) (Result, error) {
+	if o.Lanes < 1 {
+		o.Lanes = 1
+	}
+	if max := t.MaxLanes(); max > 0 && o.Lanes > max {
+		return Result{}, errcode.New(errcode.ConfigInvalid, "--apply-concurrency %d: this target takes at most %d writer at a time; run with --apply-concurrency %d", o.Lanes, max, max)
+	}
+	if o.CheckpointChanges <= 0 {
+		o.CheckpointChanges = DefaultCheckpointChanges
+	}
+	var res Result
+	st := t.State()
+	tok, err := ReadOwnedToken(ctx, st, o.Stream, o.Owner)
+	if err != nil {
+		return res, err
+	}
+	digest := ChunksDigest(m)
+	var skip int64
+	switch {
+	case tok.InProgress != nil:
+		if tok.InProgress.Incremental != m.ID || tok.InProgress.ChunksDigest != digest {
+			return res, errcode.New(errcode.BrokerIncrementalRewritten,
+				"the position is inside incremental %s (chunk digest %s), but the chain now gives %s (chunk digest %s) after %s",
+				tok.InProgress.Incremental, tok.InProgress.ChunksDigest, m.ID, digest, tok.LastApplied)
+		}
+		skip = tok.InProgress.AppliedThrough
+		var records int64
+		for _, ref := range m.Chunks {
+			records += ref.Rows
+		}
+		if skip > records {
+			return res, errcode.New(errcode.BrokerIncrementalRewritten,
+				"the position counts %d records applied in incremental %s, which now holds %d", skip, m.ID, records)
+		}
+		res.Resumed = true
+	case tok.LastApplied == m.ID:
+		return res, nil // already applied (a retry after the final commit)
+	case tok.LastApplied != o.ExpectedLast:
+		return res, errcode.New(errcode.ChainInvalid, "the position records %s as last applied, but incremental %s follows %s", tok.LastApplied, m.ID, o.ExpectedLast)
+	}
+	marks, err := ReadMarks(ctx, st, o.Stream)
+	if err != nil {
+		return res, err
+	}
+
+	cfg := target.LaneConfig{Schema: schema, Stream: o.Stream, Arbiters: o.Arbiters, Lease: Lease(o.Stream, o.Owner)}
+	lanes := make([]*lane, 0, o.Lanes)
+	defer func() {
+		for _, l := range lanes {
+			l.close(context.WithoutCancel(ctx))
+		}
+	}()
+	for range o.Lanes {
+		tl, err := t.OpenLane(ctx, cfg)
+		if err != nil {
+			return res, err
+		}
+		l := &lane{target: tl, link: m.ID, committed: o.Committed}
+		if o.Lanes > 1 {
+			l.work, l.done = make(chan laneMsg, 4096), make(chan struct{})
+			go l.loop(ctx)
+		}
+		lanes = append(lanes, l)
+	}
+
+	d := &dispatcher{lanes: lanes, m: m, digest: digest, tok: tok, o: o, marks: marks, res: &res, router: NewRouter(schema)}
+	var index int64
+	for _, ref := range m.Chunks {
+		it, err := ch.ReadChangeChunk(ctx, ref)
+		if err != nil {
+			return res, err
+		}
+		for it.Next() {
+			c := it.Change()
+			if err := d.record(ctx, index, index < skip, c); err != nil {
+				return res, err
+			}
+			index++
+		}
+		if err := it.Err(); err != nil {
+			return res, err
+		}
+	}
+	if d.open {
+		return res, errcode.New(errcode.ChunkCorrupt, "incremental %s ends inside source transaction %d", m.ID, d.cur.XID)
+	}
+	// The final checkpoint moves the position past the incremental.
+	if err := d.checkpoint(ctx, index, true); err != nil {
+		return res, err
+	}
+	return res, nil
+}
+
+// dispatcher walks an incremental's records and hands them to lanes.
+type dispatcher struct {
+	lanes  []*lane
+	m      *chain.Manifest
+	digest string
+	tok    Token
+	o      Options
+	marks  Marks
+	res    *Result
+	// router decides lanes and follows schema changes in the dispatcher's
+	// goroutine.
+	router *Router
+
+	open     bool
+	cur      chain.Change // the open transaction's begin record
+	boundary int64        // records up to the last commit
+	pending  int64        // changes sent since the last checkpoint
+}
+
+func (d *dispatcher) record(ctx context.Context, index int64, skipped bool, c *chain.Change) error {
+	switch c.Op {
+	case chain.OpBegin:
+		if d.open {
+			return errcode.New(errcode.ChunkCorrupt, "incremental %s: record %d begins a transaction inside another", d.m.ID, index)
+		}
+		d.open, d.cur = true, *c
+		return nil
+	case chain.OpCommit:
+		if !d.open {
+			return errcode.New(errcode.ChunkCorrupt, "incremental %s: record %d commits outside a transaction", d.m.ID, index)
+		}
+		d.open = false
+		d.boundary = index + 1
+		if !skipped && d.pending >= d.o.CheckpointChanges {
+			return d.checkpoint(ctx, d.boundary, false)
+		}
+		return nil
+	}
+	if !d.open {
+		return errcode.New(errcode.ChunkCorrupt, "incremental %s: record %d is a change outside a transaction", d.m.ID, index)
+	}
+	if skipped || (c.Identified && d.marks.Has(c)) {
+		// Applied before: only the lanes' view of the schema moves.
+		if c.Op == chain.OpSchema {
+			if err := d.track(ctx, c); err != nil {
+				return err
+			}
+		}
+		d.res.Skipped++
+		return nil
+	}
+	if len(d.lanes) == 1 {
+		d.router.Track(c)
+		if err := d.lanes[0].apply(ctx, c); err != nil {
+			return err
+		}
+	} else if key, barrier := d.router.Route(c); barrier {
+		// Everything before it commits first; it then applies alone.
+		if err := d.commitLanes(ctx); err != nil {
+			return err
+		}
+		l := d.lanes[0]
+		if err := l.apply(ctx, c); err != nil {
+			return err
+		}
+		if err := l.commit(ctx, nil); err != nil {
+			return err
+		}
+		// Every lane is idle now: their views follow synchronously.
+		d.router.Track(c)
+		for _, other := range d.lanes[1:] {
+			other.target.Track(c)
+		}
+	} else {
+		l := d.lanes[Lane(c.Table, key, len(d.lanes))]
+		if err := l.send(ctx, c); err != nil {
+			return err
+		}
+	}
+	d.pending++
+	d.res.Applied++
+	if d.o.Progress != nil && d.res.Applied%1000 == 0 {
+		d.o.Progress(d.res.Applied)
+	}
+	return nil
+}
+
+// track moves every lane's view past a schema change applied before.
+func (d *dispatcher) track(ctx context.Context, c *chain.Change) error {
+	d.router.Track(c)
+	if len(d.lanes) == 1 {
+		d.lanes[0].target.Track(c)
+		return nil
+	}
+	for _, l := range d.lanes {
+		select {
+		case l.work <- laneMsg{track: CloneChange(c)}:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// commitLanes commits every lane's open transaction (rows and marks).
+func (d *dispatcher) commitLanes(ctx context.Context) error {
+	if len(d.lanes) == 1 {
+		return d.lanes[0].commit(ctx, nil)
+	}
+	for _, l := range d.lanes {
+		if err := l.requestCommit(ctx); err != nil {
+			return err
+		}
+	}
+	var first error
+	for _, l := range d.lanes {
+		if err := l.awaitCommit(ctx); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// checkpoint commits every lane and then advances the position to boundary
+// (a transaction boundary), or past the incremental when final. With one
+// lane the position commits in the same transaction as the rows.
+func (d *dispatcher) checkpoint(ctx context.Context, boundary int64, final bool) error {
+	tok := d.tok
+	tok.Changes += d.pending
+	if final {
+		tok.LastApplied, tok.InProgress = d.m.ID, nil
+	} else {
+		tok.InProgress = &Progress{Incremental: d.m.ID, ChunksDigest: d.digest, AppliedThrough: boundary}
+	}
+	row, err := Row(tok)
+	if err != nil {
+		return err
+	}
+	pos := &target.Commit{Position: &row}
+	if final {
+		pos.PruneMarksExcept = d.m.ID
+	}
+	if len(d.lanes) > 1 {
+		if err := d.commitLanes(ctx); err != nil {
+			return err
+		}
+	}
+	if err := d.lanes[0].commit(ctx, pos); err != nil {
+		return err
+	}
+	d.tok, d.pending = tok, 0
+	if d.o.Progress != nil {
+		d.o.Progress(d.res.Applied)
+	}
+	return nil
+}

@@ -1,0 +1,66 @@
+package chain
+
+import "slices"
+
+// SuppliedColumns are the columns row images carry: every column that is
+// not generated, in table order.
+func (t *Table) SuppliedColumns() []Column {
+	cols := make([]Column, 0, len(t.Columns))
+	for _, c := range t.Columns {
+		if c.Generated == "" {
+			cols = append(cols, c)
+		}
+	}
+	return cols
+}
+
+// CandidateKeys are the keys a replayed row can be found by, as indexes into
+// SuppliedColumns: the primary key first, then each unique index that is
+// neither partial nor on expressions and whose columns are all NOT NULL. A
+// key over a generated column does not count (rows do not carry it). Empty
+// for a keyless table.
+func (t *Table) CandidateKeys() [][]int {
+	pos := map[string]int{}
+	notNull := map[string]bool{}
+	n := 0
+	for _, c := range t.Columns {
+		notNull[c.Name] = c.NotNull
+		if c.Generated == "" {
+			pos[c.Name] = n
+			n++
+		}
+	}
+	var keys [][]int
+	add := func(cols []string) {
+		key := make([]int, 0, len(cols))
+		for _, c := range cols {
+			i, ok := pos[c]
+			if !ok {
+				return
+			}
+			key = append(key, i)
+		}
+		for _, k := range keys {
+			if slices.Equal(k, key) {
+				return
+			}
+		}
+		keys = append(keys, key)
+	}
+	if len(t.PrimaryKey) > 0 {
+		add(t.PrimaryKey)
+	}
+	for _, ix := range t.Indexes {
+		if !ix.Unique || ix.Partial || ix.Expression || len(ix.Columns) == 0 {
+			continue
+		}
+		ok := true
+		for _, c := range ix.Columns {
+			ok = ok && notNull[c]
+		}
+		if ok {
+			add(ix.Columns)
+		}
+	}
+	return keys
+}

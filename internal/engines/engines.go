@@ -1,0 +1,10 @@
+// Package engines links every target engine into a binary: importing it
+// (for its side effects) registers each engine with its registry, so the
+// worker, the CLI and tests open engines by driver name and never import
+// an engine package themselves.
+package engines
+
+import (
+	// PostgreSQL targets.
+	_ "github.com/sluicehq/sluice/internal/target/postgres"
+)

@@ -1,0 +1,127 @@
+package target
+
+import (
+	"context"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/sluicehq/sluice/internal/errcode"
+)
+
+// Opener opens a target of its driver. dsn has its password resolved;
+// options are the driver's options from the run's input.
+type Opener func(ctx context.Context, dsn string, options map[string]string) (Target, error)
+
+// DefaultDriver is the driver of a target input that names none (every run
+// recorded before drivers existed targets PostgreSQL).
+const DefaultDriver = "postgres"
+
+type driver struct {
+	open Opener
+	// form is how the driver's DSN is written, for messages.
+	form string
+}
+
+var registry = struct {
+	sync.RWMutex
+	drivers map[string]driver
+	aliases map[string]string
+}{drivers: map[string]driver{}, aliases: map[string]string{}}
+
+// Register makes targets of the named driver open with open; form is how its
+// DSN is written ("postgres://host/db", "/path/to/file.db"), aliases are
+// other names the driver answers to. Each engine registers itself from its
+// own package; registering a name twice panics.
+func Register(name, form string, open Opener, aliases ...string) {
+	registry.Lock()
+	defer registry.Unlock()
+	for _, n := range append([]string{name}, aliases...) {
+		if _, dup := registry.drivers[n]; dup {
+			panic("target: driver " + n + " registered twice")
+		}
+		if _, dup := registry.aliases[n]; dup {
+			panic("target: driver " + n + " registered twice")
+		}
+	}
+	registry.drivers[name] = driver{open: open, form: form}
+	for _, a := range aliases {
+		registry.aliases[a] = name
+	}
+}
+
+// Canonical returns the registered driver a name (or alias) stands for;
+// "" stands for DefaultDriver. ok is false for a name no engine registered.
+func Canonical(name string) (string, bool) {
+	if name == "" {
+		name = DefaultDriver
+	}
+	registry.RLock()
+	defer registry.RUnlock()
+	if a, ok := registry.aliases[name]; ok {
+		name = a
+	}
+	_, ok := registry.drivers[name]
+	return name, ok
+}
+
+// Drivers lists the registered driver names, sorted.
+func Drivers() []string {
+	registry.RLock()
+	defer registry.RUnlock()
+	names := make([]string, 0, len(registry.drivers))
+	for n := range registry.drivers {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Open opens a target of the named driver ("" is DefaultDriver).
+func Open(ctx context.Context, name, dsn string, options map[string]string) (Target, error) {
+	canon, ok := Canonical(name)
+	if !ok {
+		return nil, errcode.New(errcode.ConfigInvalid, "target driver %q is not known; use one of %s", name, strings.Join(Drivers(), ", "))
+	}
+	registry.RLock()
+	d := registry.drivers[canon]
+	registry.RUnlock()
+	return d.open(ctx, dsn, options)
+}
+
+// Traits are what the CLI may know of a driver without connecting.
+type Traits struct {
+	// Describe checks a DSN's form and names the target it points at
+	// ("host:5432/db", a file path) for workflow IDs and messages.
+	Describe func(dsn string) (string, error)
+	// MaxLanes is Target.MaxLanes of every target of the driver.
+	MaxLanes int
+}
+
+var traits = struct {
+	sync.RWMutex
+	of map[string]Traits
+}{of: map[string]Traits{}}
+
+// RegisterTraits records a registered driver's traits.
+func RegisterTraits(name string, t Traits) {
+	traits.Lock()
+	defer traits.Unlock()
+	traits.of[name] = t
+}
+
+// TraitsOf returns a driver's traits (by name or alias); a driver that
+// recorded none describes a DSN as itself and takes any number of lanes.
+func TraitsOf(name string) (Traits, error) {
+	canon, ok := Canonical(name)
+	if !ok {
+		return Traits{}, errcode.New(errcode.ConfigInvalid, "--target-driver %q is not known; use one of %s", name, strings.Join(Drivers(), ", "))
+	}
+	traits.RLock()
+	t, ok := traits.of[canon]
+	traits.RUnlock()
+	if !ok || t.Describe == nil {
+		t.Describe = func(dsn string) (string, error) { return dsn, nil }
+	}
+	return t, nil
+}

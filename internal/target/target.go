@@ -1,0 +1,148 @@
+// Package target is the seam between the engine-neutral broker and restore
+// and each target database engine: the Target, Lane and StateStore
+// interfaces every engine implements, and the registry the CLI, workflows and
+// activities open a target through by driver name. Engine packages
+// (target/postgres, target/sqlite) register themselves and hold only SQL,
+// connections, control tables and key probes; the dispatcher that drives
+// lanes lives in internal/apply.
+package target
+
+import (
+	"context"
+	"errors"
+
+	"github.com/sluicehq/sluice/internal/chain"
+)
+
+// Target is one open target database. Restore calls Prepare, LoadTable and
+// Finish (and RestoreIncremental for the incrementals after a full); the
+// broker judges each incremental, keeps its position and marks through State
+// and applies through lanes. A Target is safe to use from one goroutine;
+// lanes it opens have connections of their own.
+type Target interface {
+	// Prepare readies the target for the tables of a schema: it refuses when
+	// a table the restore would write already holds rows (unless replace,
+	// which drops them) and creates what the tables need before their data.
+	Prepare(ctx context.Context, s *chain.Schema, replace bool) error
+	// ClearRestoreLinks forgets which incrementals of chainID a restore applied.
+	ClearRestoreLinks(ctx context.Context, chainID string) error
+	// LoadTable creates one table of a full and loads its rows, returning
+	// how many it loaded.
+	LoadTable(ctx context.Context, ch *chain.Chain, s *chain.Schema, td chain.TableData, progress LoadProgress) (int64, error)
+	// Finish adds keys, indexes, constraints and sequence values after the data.
+	Finish(ctx context.Context, s *chain.Schema) error
+	// RestoreIncremental applies incremental m of chain chainID in one
+	// transaction unless the target records it as applied already; it
+	// reports whether it applied it. schema is the schema in force before m.
+	RestoreIncremental(ctx context.Context, ch *chain.Chain, chainID string, m *chain.Manifest, schema *chain.Schema, progress func(changes int64)) (bool, error)
+
+	// JudgeIncremental decides, before any of m is applied, whether its
+	// replay can be exactly-once on this target (keys, keyless tables,
+	// marks), refusing with a coded error when it cannot.
+	JudgeIncremental(ctx context.Context, ch *chain.Chain, m *chain.Manifest, schema *chain.Schema) (Judgment, error)
+	// JudgeColdStart refuses a reset whose restore could not be replayed
+	// into exactly once.
+	JudgeColdStart(ctx context.Context, schema *chain.Schema) error
+
+	// State is the target's store of broker positions and apply marks.
+	State() StateStore
+	// OpenLane opens one apply lane: a connection applying changes in one
+	// target transaction at a time.
+	OpenLane(ctx context.Context, cfg LaneConfig) (Lane, error)
+	// MaxLanes is how many lanes may apply at once (0: no limit; 1: a single
+	// writer, such as SQLite).
+	MaxLanes() int
+
+	// Close releases the target's connection.
+	Close(ctx context.Context) error
+}
+
+// LoadProgress is told the rows and raw bytes a load has written so far.
+type LoadProgress func(rows, rawBytes int64)
+
+// Judgment is what the broker learned about an incremental before applying
+// any of it.
+type Judgment struct {
+	// Unidentified counts changes to keyed tables that carry no apply
+	// identity: they re-apply without marks and converge by key.
+	Unidentified int64
+	// Tables lists the tables the incremental touches.
+	Tables []string
+	// Arbiters are, for each keyed table that exists on the target, the
+	// columns of the key the judgment found there: inserts arbitrate on
+	// exactly the key judged.
+	Arbiters map[string][]string
+}
+
+// StateRow is a stream's stored position as it is, before decoding: the
+// token text and its checksum (apply.Token encodes and decodes them).
+type StateRow struct {
+	Token, Checksum string
+}
+
+// ErrNoState is returned by StateStore.UpdateState when the stream has no
+// position row.
+var ErrNoState = errors.New("the stream has no position row")
+
+// StateStore keeps broker positions (one row per stream) and apply marks in
+// the target, so they commit with the rows they describe.
+type StateStore interface {
+	// EnsureControlTables creates the position and marks tables when missing.
+	EnsureControlTables(ctx context.Context) error
+	// ReadState returns a stream's row; found is false when there is none,
+	// or when the control tables do not exist yet.
+	ReadState(ctx context.Context, stream string) (row StateRow, found bool, err error)
+	// ReplaceState deletes the stream's position and marks and, when row is
+	// not nil, writes row as its position, in one transaction.
+	ReplaceState(ctx context.Context, stream string, row *StateRow) error
+	// UpdateState locks the stream's row, replaces it with what update
+	// returns and commits; ErrNoState when there is no row.
+	UpdateState(ctx context.Context, stream string, update func(StateRow) (StateRow, error)) error
+	// ReadMarks calls add with every range of ordinals the stream's marks
+	// record as applied, by transaction.
+	ReadMarks(ctx context.Context, stream string, add func(tx chain.Identity, first, last uint32)) error
+}
+
+// LaneConfig configures one apply lane.
+type LaneConfig struct {
+	// Schema is the schema in force before the first change the lane applies.
+	Schema *chain.Schema
+	// Stream is the --stream-id whose position row fences the lane.
+	Stream string
+	// Arbiters are the insert arbiters the judgment found, by table.
+	Arbiters map[string][]string
+	// Lease checks a stream's row read under lock at the start of each lane
+	// transaction and before a position write (a stream without a row is
+	// passed the zero StateRow): an error (the run was fenced, the row is
+	// damaged or gone) rolls the transaction back and is returned.
+	Lease func(StateRow) error
+}
+
+// Commit is what a lane's commit writes beside the rows.
+type Commit struct {
+	// Marks are the apply identities the transaction applied.
+	Marks *MarkBatch
+	// Position, when set, is the stream's new position row, written after
+	// the lease is checked with the row locked for update.
+	Position *StateRow
+	// PruneMarksExcept, when set with Position, deletes the stream's marks
+	// of every link but this one.
+	PruneMarksExcept string
+}
+
+// Lane applies changes in one target transaction at a time. It is not safe
+// for concurrent use.
+type Lane interface {
+	// Apply applies a change in the lane's open transaction, beginning one
+	// (and checking the lease) when none is open. The change's buffers are
+	// only valid during the call. Begin and commit records are no-ops.
+	Apply(ctx context.Context, c *chain.Change) error
+	// Track moves the lane's view of a table past a schema change another
+	// lane applied.
+	Track(c *chain.Change)
+	// Commit writes the marks (and position) and commits the open
+	// transaction; with nothing open and no position it does nothing.
+	Commit(ctx context.Context, c Commit) error
+	// Close rolls back what is open and releases the lane's connection.
+	Close(ctx context.Context) error
+}
