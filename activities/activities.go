@@ -6,6 +6,7 @@ package activities
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"sync"
 	"time"
@@ -19,13 +20,44 @@ import (
 	"github.com/sluicehq/sluice/internal/health"
 )
 
-// StoreRef names a backup store and how to reach it; it holds no secret (S3
-// credentials come from the worker's AWS configuration chain).
+// StoreRef names a backup store and how to reach it: its URL and the
+// store's options (blobstore.Options). It holds no secret (credentials come
+// from each store's own configuration chain in the worker).
 type StoreRef struct {
-	URL       string `json:"url"`
-	Endpoint  string `json:"endpoint,omitempty"`
-	Region    string `json:"region,omitempty"`
-	PathStyle bool   `json:"path_style,omitempty"`
+	URL     string            `json:"url"`
+	Options blobstore.Options `json:"options,omitempty"`
+}
+
+// UnmarshalJSON reads a store reference, including one recorded before
+// store options existed, whose S3 settings were fields of their own.
+func (r *StoreRef) UnmarshalJSON(b []byte) error {
+	var in struct {
+		URL       string            `json:"url"`
+		Options   blobstore.Options `json:"options"`
+		Endpoint  string            `json:"endpoint"`
+		Region    string            `json:"region"`
+		PathStyle bool              `json:"path_style"`
+	}
+	if err := json.Unmarshal(b, &in); err != nil {
+		return err
+	}
+	r.URL, r.Options = in.URL, in.Options
+	legacy := map[string]string{blobstore.OptEndpoint: in.Endpoint, blobstore.OptRegion: in.Region}
+	if in.PathStyle {
+		legacy[blobstore.OptPathStyle] = "true"
+	}
+	for k, v := range legacy {
+		if v == "" {
+			continue
+		}
+		if r.Options == nil {
+			r.Options = blobstore.Options{}
+		}
+		if _, set := r.Options[k]; !set {
+			r.Options[k] = v
+		}
+	}
+	return nil
 }
 
 // Activities carries the dependencies every activity shares. Register a
@@ -67,7 +99,7 @@ func (a *Activities) openChain(ctx context.Context, ref StoreRef) (*chain.Chain,
 	open := a.OpenStore
 	if open == nil {
 		open = func(ctx context.Context, ref StoreRef) (blobstore.Store, error) {
-			return blobstore.Open(ctx, ref.URL, blobstore.Options{Endpoint: ref.Endpoint, Region: ref.Region, PathStyle: ref.PathStyle})
+			return blobstore.Open(ctx, ref.URL, ref.Options)
 		}
 	}
 	s, err := open(ctx, ref)

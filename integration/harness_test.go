@@ -268,13 +268,13 @@ func temporalClient(t *testing.T) client.Client {
 // the CLI's store flags (--backup-endpoint, --backup-path-style) for an S3 chain.
 func openChainAt(t *testing.T, url string, storeFlags ...string) (*chain.Chain, *chain.Catalog) {
 	t.Helper()
-	var opts blobstore.Options
+	opts := blobstore.Options{}
 	for i, f := range storeFlags {
 		switch f {
 		case "--backup-endpoint":
-			opts.Endpoint = storeFlags[i+1]
+			opts[blobstore.OptEndpoint] = storeFlags[i+1]
 		case "--backup-path-style":
-			opts.PathStyle = true
+			opts[blobstore.OptPathStyle] = "true"
 		}
 	}
 	bs, err := blobstore.Open(context.Background(), url, opts)

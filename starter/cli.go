@@ -126,7 +126,20 @@ func (s *storeFlags) ref(flag, url string) (activities.StoreRef, error) {
 	if err != nil {
 		return activities.StoreRef{}, err
 	}
-	return activities.StoreRef{URL: url, Endpoint: s.endpoint, Region: s.region, PathStyle: s.pathStyle}, nil
+	opts := blobstore.Options{}
+	if s.endpoint != "" {
+		opts[blobstore.OptEndpoint] = s.endpoint
+	}
+	if s.region != "" {
+		opts[blobstore.OptRegion] = s.region
+	}
+	if s.pathStyle {
+		opts[blobstore.OptPathStyle] = "true"
+	}
+	if len(opts) == 0 {
+		opts = nil
+	}
+	return activities.StoreRef{URL: url, Options: opts}, nil
 }
 
 // normalizeStoreURL refuses URLs the worker could not open, before anything
@@ -220,7 +233,7 @@ func (c *cli) queryRunning(ctx context.Context, id string, v any) (runView, erro
 // the store can stop a run — and, when Temporal is reachable and workflowID
 // is given, also signals the workflow so a run waiting for work stops at once.
 func (c *cli) requestStop(ctx context.Context, st activities.StoreRef, role, stream, reason, workflowID string) error {
-	bs, err := blobstore.Open(ctx, st.URL, blobstore.Options{Endpoint: st.Endpoint, Region: st.Region, PathStyle: st.PathStyle})
+	bs, err := blobstore.Open(ctx, st.URL, st.Options)
 	if err != nil {
 		return errcode.Wrap(errcode.ConfigInvalid, err, "open backup store %s", st.URL)
 	}

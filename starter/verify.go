@@ -56,7 +56,7 @@ catalog, manifest or chunk.`,
 				return err
 			}
 			ctx := cmd.Context()
-			bs, err := blobstore.Open(ctx, st.URL, blobstore.Options{Endpoint: st.Endpoint, Region: st.Region, PathStyle: st.PathStyle})
+			bs, err := blobstore.Open(ctx, st.URL, st.Options)
 			if err != nil {
 				return errcode.Wrap(errcode.ConfigInvalid, err, "open backup store %s", st.URL)
 			}

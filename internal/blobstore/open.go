@@ -8,15 +8,34 @@ import (
 	"strings"
 )
 
-// Options configure how a store URL is opened. Zero values select defaults.
-type Options struct {
-	// Endpoint overrides the S3 endpoint URL (for S3-compatible servers).
-	Endpoint string
-	// Region is the S3 region; "auto" and "" fall back to us-east-1 unless the
-	// AWS configuration chain names one.
-	Region string
-	// PathStyle selects path-style S3 addressing (bucket in the path).
-	PathStyle bool
+// Options configure how a store URL is opened: named settings each store
+// defines for itself (none of them secret), so a new store never changes a
+// workflow's input. A missing option takes its default.
+type Options map[string]string
+
+// Options of the s3 store.
+const (
+	// OptEndpoint overrides the S3 endpoint URL (for S3-compatible servers).
+	OptEndpoint = "endpoint"
+	// OptRegion is the S3 region; "auto" and "" fall back to us-east-1
+	// unless the AWS configuration chain names one.
+	OptRegion = "region"
+	// OptPathStyle "true" selects path-style S3 addressing (bucket in the path).
+	OptPathStyle = "path_style"
+)
+
+// check refuses an option the store does not define.
+func (o Options) check(scheme string, known ...string) error {
+	for k := range o {
+		ok := false
+		for _, n := range known {
+			ok = ok || k == n
+		}
+		if !ok {
+			return fmt.Errorf("%s stores take no option %q (they take: %s)", scheme, k, strings.Join(known, ", "))
+		}
+	}
+	return nil
 }
 
 func init() {

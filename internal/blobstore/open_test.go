@@ -49,7 +49,7 @@ func TestOpenS3String(t *testing.T) {
 		"s3://bucket/some/prefix/": "s3://bucket/some/prefix",
 		"s3://bucket":              "s3://bucket",
 	} {
-		s, err := Open(ctx, in, Options{Endpoint: "http://127.0.0.1:1", PathStyle: true})
+		s, err := Open(ctx, in, Options{OptEndpoint: "http://127.0.0.1:1", OptPathStyle: "true"})
 		if err != nil {
 			t.Fatalf("Open(%q): %v", in, err)
 		}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/url"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -53,8 +54,20 @@ func openS3(ctx context.Context, u *url.URL, opts Options) (*s3Store, error) {
 		}
 		prefix += "/"
 	}
-	if opts.Endpoint != "" {
-		eu, err := url.Parse(opts.Endpoint)
+	if err := opts.check("s3", OptEndpoint, OptRegion, OptPathStyle); err != nil {
+		return nil, fmt.Errorf("open store %s: %w", Redact(u), err)
+	}
+	endpoint, region := opts[OptEndpoint], opts[OptRegion]
+	pathStyle := false
+	if v, ok := opts[OptPathStyle]; ok {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return nil, fmt.Errorf("open store %s: option %s=%q is not true or false", Redact(u), OptPathStyle, v)
+		}
+		pathStyle = b
+	}
+	if endpoint != "" {
+		eu, err := url.Parse(endpoint)
 		if err != nil || (eu.Scheme != "http" && eu.Scheme != "https") || eu.Host == "" {
 			return nil, fmt.Errorf("open store %s: endpoint must be an http:// or https:// URL", Redact(u))
 		}
@@ -68,8 +81,8 @@ func openS3(ctx context.Context, u *url.URL, opts Options) (*s3Store, error) {
 		config.WithRequestChecksumCalculation(aws.RequestChecksumCalculationWhenRequired),
 		config.WithResponseChecksumValidation(aws.ResponseChecksumValidationWhenRequired),
 	}
-	if opts.Region != "" && opts.Region != "auto" {
-		load = append(load, config.WithRegion(opts.Region))
+	if region != "" && region != "auto" {
+		load = append(load, config.WithRegion(region))
 	}
 	cfg, err := config.LoadDefaultConfig(ctx, load...)
 	if err != nil {
@@ -79,10 +92,10 @@ func openS3(ctx context.Context, u *url.URL, opts Options) (*s3Store, error) {
 		cfg.Region = defaultRegion
 	}
 	client := s3.NewFromConfig(cfg, func(o *s3.Options) {
-		if opts.Endpoint != "" {
-			o.BaseEndpoint = aws.String(opts.Endpoint)
+		if endpoint != "" {
+			o.BaseEndpoint = aws.String(endpoint)
 		}
-		o.UsePathStyle = opts.PathStyle
+		o.UsePathStyle = pathStyle
 	})
 	return &s3Store{client: client, bucket: u.Host, prefix: prefix}, nil
 }

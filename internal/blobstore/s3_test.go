@@ -79,7 +79,7 @@ func newTestS3Store(t *testing.T) Store {
 	endpoint := testS3Endpoint(t)
 	ctx := context.Background()
 	prefix := "run-" + runID + "/" + strings.Trim(unsafeName.ReplaceAllString(t.Name(), "-"), "-")
-	st, err := Open(ctx, "s3://"+testBucket+"/"+prefix, Options{Endpoint: endpoint, PathStyle: true})
+	st, err := Open(ctx, "s3://"+testBucket+"/"+prefix, Options{OptEndpoint: endpoint, OptPathStyle: "true"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +126,7 @@ func fakeS3(t *testing.T, handler http.HandlerFunc) (Store, *atomic.Int32) {
 		handler(w, r)
 	}))
 	t.Cleanup(srv.Close)
-	st, err := Open(context.Background(), "s3://bucket/prefix", Options{Endpoint: srv.URL, PathStyle: true})
+	st, err := Open(context.Background(), "s3://bucket/prefix", Options{OptEndpoint: srv.URL, OptPathStyle: "true"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,7 +176,7 @@ func TestS3ConnectionRefusedIsUnreachable(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	ln.Close() // nothing listens there now
-	st, err := Open(context.Background(), "s3://bucket", Options{Endpoint: "http://" + addr, PathStyle: true})
+	st, err := Open(context.Background(), "s3://bucket", Options{OptEndpoint: "http://" + addr, OptPathStyle: "true"})
 	if err != nil {
 		t.Fatal(err)
 	}
