@@ -134,7 +134,7 @@ func ApplyIncremental(ctx context.Context, ch *chain.Chain, m *chain.Manifest, s
 		}
 	}
 	if d.open {
-		return res, errcode.New(errcode.ChunkCorrupt, "incremental %s ends inside source transaction %d", m.ID, d.cur.XID)
+		return res, errcode.New(errcode.ChunkCorrupt, "incremental %s ends inside source transaction %s", m.ID, d.cur.Identity())
 	}
 	// The final checkpoint moves the position past the incremental.
 	if err := d.checkpoint(ctx, index, true); err != nil {

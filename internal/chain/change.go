@@ -1,5 +1,7 @@
 package chain
 
+import "fmt"
+
 // Op is the kind of a change record.
 type Op byte
 
@@ -76,14 +78,30 @@ type Change struct {
 	// Identified is false for a change the reader could not name; such a
 	// change carries no apply identity.
 	Identified bool
+	// Tx is the opaque ID of the source transaction for engines that name
+	// their transactions by one (a MySQL GTID "uuid:n", a MariaDB GTID
+	// "domain-server-seq"); empty for PostgreSQL, whose transactions are
+	// named by XID and CommitLSN. Set only on identified records (format
+	// version 2 and later).
+	Tx string
 }
 
-// Identity names a source transaction: its XID and commit position. With a
-// change's Ordinal it is the change's apply identity.
+// Identity names a source transaction: PostgreSQL's by its XID and the
+// position of its commit record, other engines' by an opaque ID (Tx). With
+// a change's Ordinal it is the change's apply identity.
 type Identity struct {
 	XID       uint32
 	CommitLSN uint64
+	Tx        string
 }
 
 // Identity returns the identity of the change's transaction.
-func (c *Change) Identity() Identity { return Identity{XID: c.XID, CommitLSN: c.CommitLSN} }
+func (c *Change) Identity() Identity { return Identity{XID: c.XID, CommitLSN: c.CommitLSN, Tx: c.Tx} }
+
+// String names the transaction for messages.
+func (id Identity) String() string {
+	if id.Tx != "" {
+		return id.Tx
+	}
+	return fmt.Sprintf("xid %d, commit %s", id.XID, FormatLSN(id.CommitLSN))
+}

@@ -40,8 +40,9 @@ const (
 	fieldTables      = 1 << 11 // uvarint count, table references
 	fieldTruncate    = 1 << 12 // TruncateFlags byte
 	fieldSchema      = 1 << 13 // uvarint length, JSON of Table
+	fieldTx          = 1 << 14 // uvarint length, the opaque transaction ID (format version 2)
 
-	fieldsKnown = 1<<14 - 1
+	fieldsKnown = 1<<15 - 1
 )
 
 // minChangeRecordLen is the shortest record: length, op and mask, one byte each.
@@ -53,6 +54,7 @@ const maxInternedNames = 4096
 // changeState is what a record's encoding depends on besides the record:
 // the fields of the record before it and the last commit time recorded.
 type changeState struct {
+	tx         string
 	xid        uint32
 	commitLSN  uint64
 	lsn        uint64
@@ -85,6 +87,9 @@ func validateChange(c *Change) error {
 		if t == "" {
 			return fmt.Errorf("%w: empty table name in a truncate", ErrInvalidChange)
 		}
+	}
+	if c.Tx != "" && !c.Identified {
+		return fmt.Errorf("%w: a transaction ID on a change without identity", ErrInvalidChange)
 	}
 	switch {
 	case c.OldKind != 0 && c.OldKind != 'K' && c.OldKind != 'O':
@@ -181,6 +186,9 @@ func (b *ChangeBuilder) Append(c *Change) error {
 	if c.CommitLSN != p.commitLSN {
 		mask |= fieldCommitLSN
 	}
+	if c.Tx != p.tx {
+		mask |= fieldTx
+	}
 	if c.LSN != p.lsn {
 		mask |= fieldLSN
 	}
@@ -263,6 +271,10 @@ func (b *ChangeBuilder) Append(c *Change) error {
 		b.raw = binary.AppendUvarint(b.raw, uint64(len(schema)))
 		b.raw = append(b.raw, schema...)
 	}
+	if mask&fieldTx != 0 {
+		b.raw = binary.AppendUvarint(b.raw, uint64(len(c.Tx)))
+		b.raw = append(b.raw, c.Tx...)
+	}
 
 	n := uint64(len(b.raw) - start - reserve)
 	if size := uvarintLen(n); size == reserve {
@@ -279,7 +291,7 @@ func (b *ChangeBuilder) Append(c *Change) error {
 		b.raw = b.raw[:start+k+int(n)]
 	}
 
-	p.xid, p.commitLSN, p.lsn, p.ordinal = c.XID, c.CommitLSN, c.LSN, c.Ordinal
+	p.xid, p.commitLSN, p.lsn, p.ordinal, p.tx = c.XID, c.CommitLSN, c.LSN, c.Ordinal, c.Tx
 	if c.CommitTime != 0 {
 		p.commitTime = c.CommitTime
 	}
@@ -491,7 +503,7 @@ func (it *ChangeIter) parse(rec []byte) (string, []any) {
 		return "ordinal given twice", nil
 	}
 	c.Identified = mask&fieldIdentified != 0
-	c.XID, c.CommitLSN, c.LSN = p.xid, p.commitLSN, p.lsn
+	c.XID, c.CommitLSN, c.LSN, c.Tx = p.xid, p.commitLSN, p.lsn, p.tx
 	if mask&fieldXID != 0 {
 		d, ok := r.varint()
 		if !ok || d < math.MinInt32 || d > math.MaxInt32 {
@@ -599,10 +611,21 @@ func (it *ChangeIter) parse(rec []byte) (string, []any) {
 		}
 		c.Schema = &t
 	}
+	if mask&fieldTx != 0 {
+		n, ok := r.uvarint()
+		if !ok {
+			return "bad transaction ID length", nil
+		}
+		tx, ok := r.bytes(n)
+		if !ok {
+			return "transaction ID of %d bytes runs past the record", []any{n}
+		}
+		c.Tx = string(tx)
+	}
 	if r.p != len(rec) {
 		return "%d bytes left over", []any{len(rec) - r.p}
 	}
-	p.xid, p.commitLSN, p.lsn, p.ordinal = c.XID, c.CommitLSN, c.LSN, c.Ordinal
+	p.xid, p.commitLSN, p.lsn, p.ordinal, p.tx = c.XID, c.CommitLSN, c.LSN, c.Ordinal, c.Tx
 	if c.CommitTime != 0 {
 		p.commitTime = c.CommitTime
 	}

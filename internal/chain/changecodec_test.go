@@ -49,7 +49,7 @@ func cloneChange(c *Change) Change {
 func sameChange(a, b *Change) string {
 	if a.Op != b.Op || a.XID != b.XID || a.CommitLSN != b.CommitLSN || a.Ordinal != b.Ordinal ||
 		a.LSN != b.LSN || a.CommitTime != b.CommitTime || a.EndLSN != b.EndLSN || a.Table != b.Table ||
-		a.TruncateFlags != b.TruncateFlags || a.OldKind != b.OldKind || a.Identified != b.Identified {
+		a.TruncateFlags != b.TruncateFlags || a.OldKind != b.OldKind || a.Identified != b.Identified || a.Tx != b.Tx {
 		return fmt.Sprintf("scalars differ:\n got %+v\nwant %+v", *a, *b)
 	}
 	if len(a.Tables) != len(b.Tables) || (len(a.Tables) > 0 && !reflect.DeepEqual(a.Tables, b.Tables)) {

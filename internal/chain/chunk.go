@@ -295,9 +295,9 @@ func parseChunkPrefix(data []byte) (ChunkHeader, []byte, error) {
 		return ChunkHeader{}, nil, corrupt("chunk does not start with %q", ChunkMagic)
 	}
 	version, kind, flags := data[4], ChunkKind(data[5]), data[6]
-	if version != ChunkFormatVersion {
+	if version < OldestFormatVersion || version > ChunkFormatVersion {
 		return ChunkHeader{}, nil, errcode.New(errcode.FormatUnsupported,
-			"chunk format version %d; this sluice reads version %d", version, ChunkFormatVersion)
+			"chunk format version %d; this sluice reads versions %d to %d", version, OldestFormatVersion, ChunkFormatVersion)
 	}
 	if kind != ChunkKindRows && kind != ChunkKindChanges {
 		return ChunkHeader{}, nil, errcode.New(errcode.FormatUnsupported, "chunk kind %d is not readable by this sluice", kind)

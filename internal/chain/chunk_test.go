@@ -173,8 +173,10 @@ func TestChunkCorruption(t *testing.T) {
 		check("truncated", data[:n], errcode.ChunkCorrupt)
 	}
 	ver := bytes.Clone(data)
-	ver[4] = 2
+	ver[4] = ChunkFormatVersion + 1
 	check("unknown version", ver, errcode.FormatUnsupported)
+	ver[4] = 0
+	check("version 0", ver, errcode.FormatUnsupported)
 	kind := bytes.Clone(data)
 	kind[5] = 3
 	check("unknown kind", kind, errcode.FormatUnsupported)

@@ -27,9 +27,9 @@ func decodeManifest(id string, data []byte) (*Manifest, error) {
 	if err := strictUnmarshal(data, &m); err != nil {
 		return nil, errcode.Wrap(errcode.ManifestInvalid, err, "manifest %s does not parse", id)
 	}
-	if m.FormatVersion != ManifestFormatVersion {
+	if m.FormatVersion < OldestFormatVersion || m.FormatVersion > ManifestFormatVersion {
 		return nil, errcode.New(errcode.FormatUnsupported,
-			"manifest %s has format version %d; this sluice reads version %d", id, m.FormatVersion, ManifestFormatVersion)
+			"manifest %s has format version %d; this sluice reads versions %d to %d", id, m.FormatVersion, OldestFormatVersion, ManifestFormatVersion)
 	}
 	if m.ID != id {
 		return nil, errcode.New(errcode.ManifestInvalid, "manifest stored as %s carries ID %s", id, m.ID)

@@ -6,7 +6,6 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/jackc/pglogrepl"
 
 	"github.com/sluicehq/sluice/internal/errcode"
 )
@@ -36,6 +35,9 @@ type Finding struct {
 	// transactions) or the records carry no identity.
 	XID       uint32 `json:"xid,omitempty"`
 	CommitLSN uint64 `json:"commit_lsn,omitempty"`
+	// Tx is the transaction's opaque ID, for engines that name transactions
+	// by one (Identity.Tx).
+	Tx string `json:"tx,omitempty"`
 	// Detail says what was found, for an operator.
 	Detail string `json:"detail"`
 }
@@ -48,8 +50,10 @@ func (f Finding) String() string {
 		b.WriteString("s")
 	}
 	b.WriteString(" " + strings.Join(f.Links, ", "))
-	if f.XID != 0 || f.CommitLSN != 0 {
-		fmt.Fprintf(&b, " (transaction xid %d, commit %s)", f.XID, pglogrepl.LSN(f.CommitLSN))
+	if f.Tx != "" {
+		fmt.Fprintf(&b, " (transaction %s)", f.Tx)
+	} else if f.XID != 0 || f.CommitLSN != 0 {
+		fmt.Fprintf(&b, " (transaction xid %d, commit %s)", f.XID, FormatLSN(f.CommitLSN))
 	}
 	b.WriteString(": " + f.Detail)
 	return b.String()
@@ -82,14 +86,7 @@ func (f Finding) Involves(id string) bool {
 }
 
 // txIdentity names a source transaction.
-type txIdentity struct {
-	xid       uint32
-	commitLSN uint64
-}
-
-func (t txIdentity) String() string {
-	return fmt.Sprintf("xid %d, commit %s", t.xid, pglogrepl.LSN(t.commitLSN))
-}
+type txIdentity = Identity
 
 // severFacts are what the check needs to know about one incremental. They
 // follow from its manifest and chunks alone, and a link's ID is derived from
@@ -196,7 +193,7 @@ func (c *Chain) SeveredTransactions(ctx context.Context, cat *Catalog, cache *Se
 func boundaryFinding(prevID string, prev severFacts, curID string, cur severFacts) (Finding, bool) {
 	switch {
 	case prevID != "" && prev.endsInside:
-		f := Finding{Shape: ShapeSplit, Links: []string{prevID}, XID: prev.last.xid, CommitLSN: prev.last.commitLSN}
+		f := Finding{Shape: ShapeSplit, Links: []string{prevID}, XID: prev.last.XID, CommitLSN: prev.last.CommitLSN, Tx: prev.last.Tx}
 		switch {
 		case curID == "":
 			f.Detail = "the chain's last incremental ends inside a transaction: its Commit record is missing"
@@ -214,14 +211,14 @@ func boundaryFinding(prevID string, prev severFacts, curID string, cur severFact
 		}
 		return f, true
 	case curID != "" && cur.startsInside:
-		f := Finding{Shape: ShapeSplit, Links: []string{curID}, XID: cur.first.xid, CommitLSN: cur.first.commitLSN,
+		f := Finding{Shape: ShapeSplit, Links: []string{curID}, XID: cur.first.XID, CommitLSN: cur.first.CommitLSN, Tx: cur.first.Tx,
 			Detail: "the incremental begins inside a transaction: its Begin record is missing"}
 		if prevID != "" {
 			f.Detail += fmt.Sprintf(" (the incremental before it, %s, ends with a complete transaction)", prevID)
 		}
 		return f, true
-	case prevID != "" && curID != "" && prev.last == cur.first && cur.first.commitLSN != 0:
-		return Finding{Shape: ShapeRedelivered, Links: []string{prevID, curID}, XID: cur.first.xid, CommitLSN: cur.first.commitLSN,
+	case prevID != "" && curID != "" && prev.last == cur.first && (cur.first.CommitLSN != 0 || cur.first.Tx != ""):
+		return Finding{Shape: ShapeRedelivered, Links: []string{prevID, curID}, XID: cur.first.XID, CommitLSN: cur.first.CommitLSN, Tx: cur.first.Tx,
 			Detail: "the second incremental's first transaction is the first's last transaction, delivered again"}, true
 	}
 	return Finding{}, false
@@ -231,7 +228,7 @@ func boundaryFinding(prevID string, prev severFacts, curID string, cur severFact
 // records: shape C.
 func incompleteFinding(id string, f severFacts) (Finding, bool) {
 	if !f.committed {
-		if samePosition(f.start, f.end) {
+		if SamePosition(f.engine, f.start, f.end) {
 			return Finding{}, false
 		}
 		return Finding{Shape: ShapeIncomplete, Links: []string{id},
@@ -243,34 +240,25 @@ func incompleteFinding(id string, f severFacts) (Finding, bool) {
 		// compared with.
 		return Finding{}, false
 	}
-	fd := Finding{Shape: ShapeIncomplete, Links: []string{id}, XID: f.lastCommit.xid, CommitLSN: f.lastCommit.commitLSN}
-	end, err := pglogrepl.ParseLSN(f.end)
+	fd := Finding{Shape: ShapeIncomplete, Links: []string{id}, XID: f.lastCommit.XID, CommitLSN: f.lastCommit.CommitLSN, Tx: f.lastCommit.Tx}
+	end, err := ParseLSN(f.end)
 	switch {
 	case err != nil:
 		fd.Detail = fmt.Sprintf("its end position %q is not a log position; its last transaction ends at %s",
-			f.end, pglogrepl.LSN(f.lastEndLSN))
-	case uint64(end) > f.lastEndLSN:
+			f.end, FormatLSN(f.lastEndLSN))
+	case end > f.lastEndLSN:
 		fd.Detail = fmt.Sprintf("its end position %s lies past %s, where its last stored transaction ends: the changes between are missing",
-			f.end, pglogrepl.LSN(f.lastEndLSN))
-	case uint64(end) < f.lastEndLSN:
+			f.end, FormatLSN(f.lastEndLSN))
+	case end < f.lastEndLSN:
 		fd.Detail = fmt.Sprintf("its end position %s lies before %s, where its last stored transaction ends",
-			f.end, pglogrepl.LSN(f.lastEndLSN))
+			f.end, FormatLSN(f.lastEndLSN))
 	default:
 		return Finding{}, false
 	}
 	return fd, true
 }
 
-// samePosition reports whether two positions name the same point: equal
-// strings, or LSNs of equal value.
-func samePosition(a, b string) bool {
-	if a == b {
-		return true
-	}
-	la, errA := pglogrepl.ParseLSN(a)
-	lb, errB := pglogrepl.ParseLSN(b)
-	return errA == nil && errB == nil && la == lb
-}
+
 
 // severFactsOf returns the facts of incremental id, from cache or by reading
 // its manifest and chunks.
@@ -358,7 +346,7 @@ func (c *Chain) scanChangeChunk(ctx context.Context, ref ChunkRef) (chunkFacts, 
 	var f chunkFacts
 	for it.Next() {
 		ch := it.Change()
-		id := txIdentity{xid: ch.XID, commitLSN: ch.CommitLSN}
+		id := ch.Identity()
 		if f.records == 0 {
 			f.firstOp, f.first = ch.Op, id
 		}

@@ -173,7 +173,7 @@ func TestPutGetManifest(t *testing.T) {
 	if err := c.PutManifest(ctx, &again); !errcode.Is(err, errcode.ManifestInvalid) {
 		t.Fatalf("put over different bytes: %v", err)
 	}
-	s.set(key, []byte(strings.Replace(string(orig), `"format_version":1`, `"format_version":7`, 1)))
+	s.set(key, []byte(strings.Replace(string(orig), fmt.Sprintf(`"format_version":%d`, ManifestFormatVersion), `"format_version":7`, 1)))
 	if _, err := c.GetManifest(ctx, m.ID); !errcode.Is(err, errcode.FormatUnsupported) {
 		t.Fatalf("future version: %v", err)
 	}

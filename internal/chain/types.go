@@ -10,10 +10,17 @@ import "time"
 const (
 	// CatalogFormatVersion is the version of catalog generations.
 	CatalogFormatVersion = 1
-	// ManifestFormatVersion is the version of manifests.
-	ManifestFormatVersion = 1
-	// ChunkFormatVersion is the version of chunk files.
-	ChunkFormatVersion = 1
+	// ManifestFormatVersion is the version of manifests this package
+	// writes. Version 2 defines the apply identity as an opaque transaction
+	// ID plus ordinal and orders positions by the source engine; version 1
+	// manifests read as ever.
+	ManifestFormatVersion = 2
+	// ChunkFormatVersion is the version of chunk files this package writes.
+	// Version 2 change records may carry an opaque transaction ID; a
+	// version 1 chunk reads as ever.
+	ChunkFormatVersion = 2
+	// OldestFormatVersion is the oldest manifest and chunk version read.
+	OldestFormatVersion = 1
 )
 
 // Link kinds.

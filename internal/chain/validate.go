@@ -21,9 +21,9 @@ func ValidateManifest(m *Manifest) error {
 	bad := func(format string, args ...any) error {
 		return errcode.New(errcode.ManifestInvalid, "manifest %s: "+format, append([]any{m.ID}, args...)...)
 	}
-	if m.FormatVersion != ManifestFormatVersion {
-		return errcode.New(errcode.FormatUnsupported, "manifest %s has format version %d; this sluice reads version %d",
-			m.ID, m.FormatVersion, ManifestFormatVersion)
+	if m.FormatVersion < OldestFormatVersion || m.FormatVersion > ManifestFormatVersion {
+		return errcode.New(errcode.FormatUnsupported, "manifest %s has format version %d; this sluice reads versions %d to %d",
+			m.ID, m.FormatVersion, OldestFormatVersion, ManifestFormatVersion)
 	}
 	if !ValidID(m.ID) {
 		return bad("ID is not 40 lowercase hex characters")

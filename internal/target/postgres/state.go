@@ -20,7 +20,10 @@ const (
 )
 
 // EnsureControlTables creates the broker's position and marks tables when
-// they are missing.
+// they are missing. A marks table of the first layout (marks keyed by XID
+// and commit LSN only) is kept as it is: it serves PostgreSQL sources as
+// ever, and gains a transaction ID column only when a change named by an
+// opaque ID is marked (upgradeMarks).
 func EnsureControlTables(ctx context.Context, conn *pgx.Conn) error {
 	_, err := conn.Exec(ctx, `
 		CREATE TABLE IF NOT EXISTS `+stateTable+` (
@@ -33,12 +36,41 @@ func EnsureControlTables(ctx context.Context, conn *pgx.Conn) error {
 			link_id       text   NOT NULL,
 			xid           bigint NOT NULL,
 			commit_lsn    bigint NOT NULL,
+			-- the opaque transaction ID of engines that name transactions
+			-- by one (a GTID); '' for PostgreSQL's XID and commit LSN
+			tx_id         text   NOT NULL DEFAULT '',
 			first_ordinal int    NOT NULL,
 			-- applied ordinals as inclusive ranges: lo1, hi1, lo2, hi2, …
 			ranges        int[]  NOT NULL,
-			PRIMARY KEY (stream_id, xid, commit_lsn, first_ordinal));`)
+			PRIMARY KEY (stream_id, xid, commit_lsn, tx_id, first_ordinal));`)
 	if err != nil {
 		return marksErr(err, "create the broker's control tables")
+	}
+	return nil
+}
+
+// marksHaveTxID reports whether the marks table has the transaction ID
+// column (tables created before it do not).
+func marksHaveTxID(ctx context.Context, q interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}) (bool, error) {
+	var has bool
+	err := q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_attribute
+		WHERE attrelid = to_regclass($1) AND attname = 'tx_id' AND NOT attisdropped)`, marksTable).Scan(&has)
+	if err != nil {
+		return false, marksErr(err, "look up "+marksTable)
+	}
+	return has, nil
+}
+
+// upgradeMarks adds the transaction ID column to a marks table of the first
+// layout and makes it part of the key, in tx.
+func upgradeMarks(ctx context.Context, tx pgx.Tx) error {
+	_, err := tx.Exec(ctx, `ALTER TABLE `+marksTable+` ADD COLUMN IF NOT EXISTS tx_id text NOT NULL DEFAULT '';
+		ALTER TABLE `+marksTable+` DROP CONSTRAINT IF EXISTS sluice_cdc_apply_marks_pkey,
+			ADD PRIMARY KEY (stream_id, xid, commit_lsn, tx_id, first_ordinal)`)
+	if err != nil {
+		return marksErr(err, "add the transaction ID column to "+marksTable)
 	}
 	return nil
 }
@@ -154,21 +186,30 @@ func ReadMarks(ctx context.Context, conn *pgx.Conn, stream string) (apply.Marks,
 
 // readMarks calls add with every range of a stream's marks.
 func readMarks(ctx context.Context, conn *pgx.Conn, stream string, add func(chain.Identity, uint32, uint32)) error {
-	rows, err := conn.Query(ctx, `SELECT xid, commit_lsn, ranges FROM `+marksTable+` WHERE stream_id = $1`, stream)
+	hasTx, err := marksHaveTxID(ctx, conn)
+	if err != nil {
+		return err
+	}
+	txCol := "''"
+	if hasTx {
+		txCol = "tx_id"
+	}
+	rows, err := conn.Query(ctx, `SELECT xid, commit_lsn, `+txCol+`, ranges FROM `+marksTable+` WHERE stream_id = $1`, stream)
 	if err != nil {
 		return marksErr(err, "read "+marksTable)
 	}
 	defer rows.Close()
 	for rows.Next() {
 		var xid, lsn int64
+		var txID string
 		var ranges []int32
-		if err := rows.Scan(&xid, &lsn, &ranges); err != nil {
+		if err := rows.Scan(&xid, &lsn, &txID, &ranges); err != nil {
 			return marksErr(err, "read "+marksTable)
 		}
 		if len(ranges)%2 != 0 {
 			return errcode.New(errcode.ApplyMarksUnavailable, "a row of %s holds an odd number of range bounds", marksTable)
 		}
-		id := chain.Identity{XID: uint32(xid), CommitLSN: uint64(lsn)}
+		id := chain.Identity{XID: uint32(xid), CommitLSN: uint64(lsn), Tx: txID}
 		for i := 0; i < len(ranges); i += 2 {
 			add(id, uint32(ranges[i]), uint32(ranges[i+1]))
 		}
@@ -179,27 +220,64 @@ func readMarks(ctx context.Context, conn *pgx.Conn, stream string, add func(chai
 	return nil
 }
 
-// writeMarks stores a lane transaction's marks in tx.
-func writeMarks(ctx context.Context, tx pgx.Tx, stream string, b *target.MarkBatch) error {
+// writeMarks stores a lane transaction's marks in tx. On a marks table of
+// the first layout, PostgreSQL identities are written as ever; the first
+// mark of a transaction named by an opaque ID upgrades the table.
+// known caches whether the table has the transaction ID column across a
+// lane's transactions (nil: look it up each time).
+func writeMarks(ctx context.Context, tx pgx.Tx, stream string, b *target.MarkBatch, known *marksLayout) error {
 	if b.Empty() {
 		return nil
 	}
 	var xids, lsns []int64
 	var firsts []int32
-	var ranges []string
+	var ranges, txIDs []string
+	opaque := false
 	_ = b.Each(func(id chain.Identity, r []uint32) error {
 		xids, lsns = append(xids, int64(id.XID)), append(lsns, int64(id.CommitLSN))
+		txIDs = append(txIDs, id.Tx)
+		opaque = opaque || id.Tx != ""
 		firsts = append(firsts, int32(r[0]))
 		ranges = append(ranges, intArrayLiteral(r))
 		return nil
 	})
-	_, err := tx.Exec(ctx, `INSERT INTO `+marksTable+` (stream_id, link_id, xid, commit_lsn, first_ordinal, ranges)
-		SELECT $1, $2, x, l, f, r::int[] FROM unnest($3::bigint[], $4::bigint[], $5::int[], $6::text[]) AS u(x, l, f, r)
-		ON CONFLICT DO NOTHING`, stream, b.Link, xids, lsns, firsts, ranges)
+	if known == nil {
+		known = &marksLayout{}
+	}
+	if !known.checked {
+		has, err := marksHaveTxID(ctx, tx)
+		if err != nil {
+			return err
+		}
+		known.checked, known.txID = true, has
+	}
+	hasTx := known.txID
+	if opaque && !hasTx {
+		if err := upgradeMarks(ctx, tx); err != nil {
+			return err
+		}
+		// Known only once the transaction commits: look again next time.
+		known.checked, hasTx = false, true
+	}
+	var err error
+	if hasTx {
+		_, err = tx.Exec(ctx, `INSERT INTO `+marksTable+` (stream_id, link_id, xid, commit_lsn, tx_id, first_ordinal, ranges)
+			SELECT $1, $2, x, l, t, f, r::int[] FROM unnest($3::bigint[], $4::bigint[], $5::text[], $6::int[], $7::text[]) AS u(x, l, t, f, r)
+			ON CONFLICT DO NOTHING`, stream, b.Link, xids, lsns, txIDs, firsts, ranges)
+	} else {
+		_, err = tx.Exec(ctx, `INSERT INTO `+marksTable+` (stream_id, link_id, xid, commit_lsn, first_ordinal, ranges)
+			SELECT $1, $2, x, l, f, r::int[] FROM unnest($3::bigint[], $4::bigint[], $5::int[], $6::text[]) AS u(x, l, f, r)
+			ON CONFLICT DO NOTHING`, stream, b.Link, xids, lsns, firsts, ranges)
+	}
 	if err != nil {
 		return marksErr(err, "write "+marksTable)
 	}
 	return nil
+}
+
+// marksLayout is what a lane learned of the marks table's columns.
+type marksLayout struct {
+	checked, txID bool
 }
 
 func intArrayLiteral(v []uint32) string {

@@ -69,7 +69,7 @@ func TestMarkRangesRoundTrip(t *testing.T) {
 		b.Add("link", id, o)
 	}
 	tx, _ := conn.Begin(ctx)
-	if err := writeMarks(ctx, tx, "s", &b); err != nil {
+	if err := writeMarks(ctx, tx, "s", &b, nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := tx.Commit(ctx); err != nil {

@@ -176,6 +176,7 @@ type lane struct {
 	applier *Applier
 	cfg     target.LaneConfig
 	tx      pgx.Tx
+	marks   marksLayout
 }
 
 func (l *lane) begin(ctx context.Context) error {
@@ -216,7 +217,7 @@ func (l *lane) Commit(ctx context.Context, c target.Commit) error {
 	}
 	err := l.applier.Flush(ctx, l.tx)
 	if err == nil {
-		err = writeMarks(ctx, l.tx, l.cfg.Stream, c.Marks)
+		err = writeMarks(ctx, l.tx, l.cfg.Stream, c.Marks, &l.marks)
 	}
 	if err == nil && c.Position != nil {
 		err = l.writePosition(ctx, c)
