@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pglogrepl"
 
 	"github.com/sluicehq/sluice/internal/chain"
 	"github.com/sluicehq/sluice/internal/testenv"
@@ -22,7 +21,7 @@ func appendIncremental(t *testing.T, chainURL, table string, rows [][]string, ap
 	ctx := context.Background()
 	ch, cat := openChainAt(t, chainURL)
 	tip := cat.Tip()
-	start, err := pglogrepl.ParseLSN(tip.EndPosition)
+	start, err := chain.ParseLSN(tip.EndPosition)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +61,7 @@ func appendIncremental(t *testing.T, chainURL, table string, rows [][]string, ap
 	}
 	m := &chain.Manifest{
 		Kind: chain.KindIncremental, Parent: tip.ID, Source: cat.Source,
-		StartPosition: tip.EndPosition, EndPosition: pglogrepl.LSN(end).String(), CreatedAt: time.Now(),
+		StartPosition: tip.EndPosition, EndPosition: chain.FormatLSN(end), CreatedAt: time.Now(),
 		Chunks: []chain.ChunkRef{ref}, Changes: int64(len(rows)), Transactions: 1, ApplyIdentity: applyIdentity,
 	}
 	if err := ch.PutManifest(ctx, m); err != nil {

@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pglogrepl"
 
 	"github.com/sluicehq/sluice/internal/blobstore"
 	"github.com/sluicehq/sluice/internal/chain"
@@ -48,7 +47,7 @@ func (s *sevChain) catalog() *chain.Catalog {
 // tipLSN is where the chain's tip ends.
 func (s *sevChain) tipLSN() uint64 {
 	s.t.Helper()
-	lsn, err := pglogrepl.ParseLSN(s.catalog().Tip().EndPosition)
+	lsn, err := chain.ParseLSN(s.catalog().Tip().EndPosition)
 	if err != nil {
 		s.t.Fatal(err)
 	}
@@ -93,7 +92,7 @@ func (s *sevChain) add(end uint64, chunks ...[]chain.Change) string {
 	tip := cat.Tip()
 	m := &chain.Manifest{
 		Kind: chain.KindIncremental, Parent: tip.ID, Source: cat.Source,
-		StartPosition: tip.EndPosition, EndPosition: pglogrepl.LSN(end).String(), CreatedAt: time.Now(),
+		StartPosition: tip.EndPosition, EndPosition: chain.FormatLSN(end), CreatedAt: time.Now(),
 		Chunks: refs, Changes: records - 2*txs, Transactions: txs, ApplyIdentity: true,
 	}
 	if err := s.ch.PutManifest(ctx, m); err != nil {

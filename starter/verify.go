@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/jackc/pglogrepl"
 	"github.com/spf13/cobra"
 
 	"github.com/sluicehq/sluice/internal/blobstore"
@@ -93,7 +92,7 @@ catalog, manifest or chunk.`,
 			for _, f := range findings {
 				vf := verifyFinding{Shape: f.Shape, Code: string(f.Code()), Links: f.Links, XID: f.XID, Detail: f.Detail}
 				if f.CommitLSN != 0 {
-					vf.CommitLSN = pglogrepl.LSN(f.CommitLSN).String()
+					vf.CommitLSN = chain.FormatLSN(f.CommitLSN)
 				}
 				rep.Findings = append(rep.Findings, vf)
 			}

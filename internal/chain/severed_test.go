@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pglogrepl"
 
 	"github.com/sluicehq/sluice/internal/blobstore"
 	"github.com/sluicehq/sluice/internal/errcode"
@@ -147,7 +146,7 @@ func txn(xid uint32, commit uint64) []Change {
 	return []Change{beginRec(xid, commit), rowRec(xid, commit, 0), rowRec(xid, commit, 1), commitRec(xid, commit)}
 }
 
-func endOf(commit uint64) string { return pglogrepl.LSN(commit + 0x30).String() }
+func endOf(commit uint64) string { return FormatLSN(commit + 0x30) }
 
 func joinRecs(parts ...[]Change) []Change {
 	var out []Change
@@ -165,7 +164,7 @@ func wantFindings(t *testing.T, got []Finding, want ...Finding) {
 	for i := range want {
 		g, w := got[i], want[i]
 		if g.Shape != w.Shape || !reflect.DeepEqual(g.Links, w.Links) || g.XID != w.XID || g.CommitLSN != w.CommitLSN {
-			t.Errorf("finding %d:\n got %s\nwant shape %s links %v xid %d commit %s", i, g, w.Shape, w.Links, w.XID, pglogrepl.LSN(w.CommitLSN))
+			t.Errorf("finding %d:\n got %s\nwant shape %s links %v xid %d commit %s", i, g, w.Shape, w.Links, w.XID, FormatLSN(w.CommitLSN))
 		}
 		if g.Detail == "" {
 			t.Errorf("finding %d has no detail", i)
