@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	// Tests reach the real PostgreSQL to build databases, workloads and comparisons.
 	"github.com/jackc/pgx/v5"
 
 	"github.com/sluicehq/sluice/internal/testenv"

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	// Tests reach the real PostgreSQL to build databases, workloads and comparisons.
 	"github.com/jackc/pgx/v5"
 
 	"github.com/sluicehq/sluice/internal/testenv"

@@ -12,6 +12,7 @@ import (
 	"net"
 	"strings"
 
+	// Shared by the two PostgreSQL engines (source/postgres, target/postgres), which alone import it.
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/sluicehq/sluice/internal/errcode"

@@ -20,6 +20,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	// Tests reach the real PostgreSQL to build databases, workloads and comparisons.
 	"github.com/jackc/pgx/v5"
 )
 
