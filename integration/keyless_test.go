@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-
 	"github.com/sluicehq/sluice/internal/chain"
 	"github.com/sluicehq/sluice/internal/testenv"
 )

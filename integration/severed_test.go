@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-
 	"github.com/sluicehq/sluice/internal/blobstore"
 	"github.com/sluicehq/sluice/internal/chain"
 	"github.com/sluicehq/sluice/internal/testenv"
