@@ -1,0 +1,146 @@
+package sqlite
+
+import (
+	"strings"
+
+	"github.com/sluicehq/sluice/internal/chain"
+	"github.com/sluicehq/sluice/internal/value"
+)
+
+// kindOf is a recorded column's neutral kind. Every value the target
+// writes is decoded and rendered by it.
+func kindOf(c chain.Column) value.Kind { return value.FromPostgres(c.Type, c.TypeOID) }
+
+// declType is the SQLite column type of a neutral kind. Each name gives
+// the column the affinity its values are stored under: INTEGER for 64-bit
+// integers and booleans, REAL for floats, BLOB for bytes, and TEXT for
+// everything else, decimals included — a decimal under NUMERIC affinity
+// would be rounded to a REAL.
+func declType(k value.Kind) string {
+	switch k.Name {
+	case value.Int, value.Bool:
+		return "INTEGER"
+	case value.Float:
+		return "REAL"
+	case value.Bytes:
+		return "BLOB"
+	}
+	return "TEXT"
+}
+
+// column is one stored column of a target table: a supplied column of the
+// recorded table (generated columns are not stored).
+type column struct {
+	name     string
+	typ      string // the source's type text
+	quoted   string
+	kind     value.Kind
+	oid      uint32
+	encoding string
+	notNull  bool
+	decl     string
+}
+
+func newColumn(c chain.Column) column {
+	k := kindOf(c)
+	return column{name: c.Name, typ: c.Type, quoted: quoteIdent(c.Name), kind: k, oid: c.TypeOID, encoding: c.Encoding, notNull: c.NotNull, decl: declType(k)}
+}
+
+// resolveEnums turns the kind of every column whose type the chain takes
+// for an enum but s records no such enum (a domain, a composite type) into
+// Other: only an enum's binary form is its label.
+func resolveEnums(cols []column, s *chain.Schema) {
+	enums := map[string]bool{}
+	if s != nil {
+		for _, e := range s.Enums {
+			enums[e.Schema+"."+e.Name] = true
+		}
+	}
+	for i := range cols {
+		c := &cols[i]
+		if c.kind.Name == value.Enum && !enums[unquoteType(c.typ)] {
+			c.kind = value.Kind{Name: value.Other}
+		}
+	}
+}
+
+// unquoteType removes PostgreSQL's identifier quoting from a type name
+// ("\"My Schema\".mood" → "My Schema.mood").
+func unquoteType(t string) string {
+	if !strings.Contains(t, `"`) {
+		return t
+	}
+	var b strings.Builder
+	for i := 0; i < len(t); i++ {
+		if t[i] == '"' {
+			if i+1 < len(t) && t[i+1] == '"' {
+				b.WriteByte('"')
+				i++
+			}
+			continue
+		}
+		b.WriteByte(t[i])
+	}
+	return b.String()
+}
+
+// storedColumns are the columns the target stores for t: its supplied
+// columns, in table order, the order row images carry them in.
+func storedColumns(t *chain.Table) []column {
+	sup := t.SuppliedColumns()
+	cols := make([]column, len(sup))
+	for i, c := range sup {
+		cols[i] = newColumn(c)
+	}
+	return cols
+}
+
+// createTableSQL creates t bare: its stored columns with their types and
+// NOT NULL, and its primary key, which SQLite only takes in CREATE TABLE.
+// Defaults, CHECK and foreign keys are not carried. ifMissing makes it
+// CREATE TABLE IF NOT EXISTS; as names the table (a rebuild's copy).
+func createTableSQL(t *chain.Table, as string, ifMissing bool) string {
+	cols := storedColumns(t)
+	defs := make([]string, 0, len(cols)+1)
+	for _, c := range cols {
+		d := c.quoted + " " + c.decl
+		if c.notNull {
+			d += " NOT NULL"
+		}
+		defs = append(defs, d)
+	}
+	if len(t.PrimaryKey) > 0 {
+		pk := make([]string, len(t.PrimaryKey))
+		for i, c := range t.PrimaryKey {
+			pk[i] = quoteIdent(c)
+		}
+		defs = append(defs, "PRIMARY KEY ("+strings.Join(pk, ", ")+")")
+	}
+	create := "CREATE TABLE "
+	if ifMissing {
+		create += "IF NOT EXISTS "
+	}
+	return create + quoteIdent(as) + " (" + strings.Join(defs, ", ") + ")"
+}
+
+// createIndexSQL creates the indexes of t the target keeps (see
+// indexSkipped) when missing: UNIQUE ones, which inserts arbitrate on, and
+// plain ones, for the target's readers.
+func createIndexSQL(t *chain.Table) []string {
+	var stmts []string
+	for _, ix := range t.Indexes {
+		if indexSkipped(t, ix) != "" {
+			continue
+		}
+		cols := make([]string, len(ix.Columns))
+		for i, c := range ix.Columns {
+			cols[i] = quoteIdent(c)
+		}
+		create := "CREATE INDEX IF NOT EXISTS "
+		if ix.Unique {
+			create = "CREATE UNIQUE INDEX IF NOT EXISTS "
+		}
+		stmts = append(stmts, create+quoteIdent(objectName(t.Schema, ix.Name))+" ON "+quoteIdent(tableName(t))+" ("+strings.Join(cols, ", ")+")")
+	}
+	return stmts
+}
