@@ -1,5 +1,7 @@
 package chain
 
+import "github.com/sluicehq/sluice/internal/value"
+
 // Schema is the recorded schema of a source database: what a restore needs to
 // recreate the tables, and what the broker judges keys against.
 type Schema struct {
@@ -93,6 +95,11 @@ type Column struct {
 	// Encoding says how this column's values are encoded in row chunks:
 	// EncodingBinary or EncodingText (see docs/chain-format.md).
 	Encoding string `json:"encoding"`
+	// Kind is the column's engine-neutral kind, by which a target of
+	// another engine decodes its values. Nil in chains written before
+	// kinds were recorded: read NeutralKind, which derives one from Type
+	// and TypeOID.
+	Kind *value.Kind `json:"kind,omitempty"`
 }
 
 // Value encodings of a column in row chunks.
