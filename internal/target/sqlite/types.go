@@ -1,6 +1,7 @@
 package sqlite
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/sluicehq/sluice/internal/chain"
@@ -9,7 +10,7 @@ import (
 
 // kindOf is a recorded column's neutral kind. Every value the target
 // writes is decoded and rendered by it.
-func kindOf(c chain.Column) value.Kind { return value.FromPostgres(c.Type, c.TypeOID) }
+func kindOf(c chain.Column) value.Kind { return c.NeutralKind() }
 
 // declType is the SQLite column type of a neutral kind. Each name gives
 // the column the affinity its values are stored under: INTEGER for 64-bit
@@ -32,7 +33,6 @@ func declType(k value.Kind) string {
 // recorded table (generated columns are not stored).
 type column struct {
 	name     string
-	typ      string // the source's type text
 	quoted   string
 	kind     value.Kind
 	oid      uint32
@@ -43,45 +43,23 @@ type column struct {
 
 func newColumn(c chain.Column) column {
 	k := kindOf(c)
-	return column{name: c.Name, typ: c.Type, quoted: quoteIdent(c.Name), kind: k, oid: c.TypeOID, encoding: c.Encoding, notNull: c.NotNull, decl: declType(k)}
+	return column{name: c.Name, quoted: quoteIdent(c.Name), kind: k, oid: c.TypeOID, encoding: c.Encoding, notNull: c.NotNull, decl: declType(k)}
 }
 
-// resolveEnums turns the kind of every column whose type the chain takes
-// for an enum but s records no such enum (a domain, a composite type) into
-// Other: only an enum's binary form is its label.
-func resolveEnums(cols []column, s *chain.Schema) {
-	enums := map[string]bool{}
+// withKinds returns a copy of t whose every column carries its kind,
+// resolved against the enums s records (chain.Schema.FillKinds): in a
+// chain written before kinds were recorded, a user-defined type is taken
+// for an enum unless it is one of s's, and only an enum's binary form is
+// its label. s and t stay as they are.
+func withKinds(s *chain.Schema, t *chain.Table) *chain.Table {
+	cp := *t
+	cp.Columns = slices.Clone(t.Columns)
+	one := chain.Schema{Tables: []chain.Table{cp}}
 	if s != nil {
-		for _, e := range s.Enums {
-			enums[e.Schema+"."+e.Name] = true
-		}
+		one.Enums = s.Enums
 	}
-	for i := range cols {
-		c := &cols[i]
-		if c.kind.Name == value.Enum && !enums[unquoteType(c.typ)] {
-			c.kind = value.Kind{Name: value.Other}
-		}
-	}
-}
-
-// unquoteType removes PostgreSQL's identifier quoting from a type name
-// ("\"My Schema\".mood" → "My Schema.mood").
-func unquoteType(t string) string {
-	if !strings.Contains(t, `"`) {
-		return t
-	}
-	var b strings.Builder
-	for i := 0; i < len(t); i++ {
-		if t[i] == '"' {
-			if i+1 < len(t) && t[i+1] == '"' {
-				b.WriteByte('"')
-				i++
-			}
-			continue
-		}
-		b.WriteByte(t[i])
-	}
-	return b.String()
+	one.FillKinds()
+	return &one.Tables[0]
 }
 
 // storedColumns are the columns the target stores for t: its supplied

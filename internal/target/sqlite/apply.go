@@ -1,0 +1,495 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/sluicehq/sluice/internal/chain"
+)
+
+// applier applies change records to the target inside the caller's open
+// transaction. It tracks each table's definition as the changes go (a
+// schema change record replaces it) and turns every row change into a
+// prepared statement, cached per table, operation and column set.
+//
+// Row images are over a table's supplied columns, which are exactly the
+// columns the target stores. On a keyed table an insert is an upsert on
+// its key (the arbiter the broker judged on the live table, else the
+// chain's first candidate key), so applying it twice converges; updates
+// and deletes find the row by its old key. On a keyless table an insert
+// adds a row, and updates and deletes need the whole old row and change
+// exactly one row equal to it. A value the change left unchanged (TOAST)
+// keeps the column as it is.
+//
+// An applier is not safe for concurrent use.
+type applier struct {
+	tables   map[string]*tableState
+	arbiters map[string][]string
+	args     []any
+	keyBuf   []byte
+	setBuf   []bool
+	matchBuf []bool
+}
+
+// tableState is the applier's view of one table and its statements.
+type tableState struct {
+	def    *chain.Table
+	name   string // the SQLite name
+	rel    string // quoted
+	cols   []column
+	keys   [][]int // candidate keys, as indexes into cols
+	insKey []int   // the key an insert arbitrates on; nil for a keyless table
+	stmts  map[string]*sql.Stmt
+}
+
+func newApplier(schema *chain.Schema, arbiters map[string][]string) *applier {
+	a := &applier{tables: map[string]*tableState{}, arbiters: arbiters}
+	if schema != nil {
+		for i := range schema.Tables {
+			t := schema.Tables[i]
+			a.tables[t.QualifiedName()] = a.newTableState(&t)
+		}
+	}
+	return a
+}
+
+func (a *applier) newTableState(t *chain.Table) *tableState {
+	ts := &tableState{def: t, name: tableName(t), rel: quoteIdent(tableName(t)), cols: storedColumns(t), keys: t.CandidateKeys(), stmts: map[string]*sql.Stmt{}}
+	if len(ts.keys) > 0 {
+		ts.insKey = ts.keys[0]
+		if arb := a.arbiters[t.QualifiedName()]; len(arb) > 0 {
+			idx := make([]int, 0, len(arb))
+			for _, name := range arb {
+				i := slices.IndexFunc(ts.cols, func(c column) bool { return c.name == name })
+				if i < 0 {
+					idx = nil
+					break
+				}
+				idx = append(idx, i)
+			}
+			if idx != nil {
+				ts.insKey = idx
+			}
+		}
+	}
+	return ts
+}
+
+// closeStmts closes the table's prepared statements.
+func (ts *tableState) closeStmts() {
+	for k, st := range ts.stmts {
+		st.Close()
+		delete(ts.stmts, k)
+	}
+}
+
+// close closes every prepared statement of the applier.
+func (a *applier) close() {
+	for _, ts := range a.tables {
+		ts.closeStmts()
+	}
+}
+
+// schema returns the schema in force after the changes applied so far.
+func (a *applier) schema(base *chain.Schema) *chain.Schema {
+	s := chain.Schema{}
+	if base != nil {
+		s = *base
+	}
+	s.Tables = make([]chain.Table, 0, len(a.tables))
+	for _, ts := range a.tables {
+		s.Tables = append(s.Tables, *ts.def)
+	}
+	slices.SortFunc(s.Tables, func(x, y chain.Table) int {
+		if c := strings.Compare(x.Schema, y.Schema); c != 0 {
+			return c
+		}
+		return strings.Compare(x.Name, y.Name)
+	})
+	return &s
+}
+
+// apply applies one change on q, inside the caller's transaction. Begin
+// and commit records are no-ops.
+func (a *applier) apply(ctx context.Context, q execer, c *chain.Change) error {
+	switch c.Op {
+	case chain.OpBegin, chain.OpCommit:
+		return nil
+	case chain.OpInsert:
+		return a.insert(ctx, q, c)
+	case chain.OpUpdate:
+		return a.update(ctx, q, c)
+	case chain.OpDelete:
+		return a.delete(ctx, q, c)
+	case chain.OpTruncate:
+		return a.truncate(ctx, q, c)
+	case chain.OpSchema:
+		return a.schemaChange(ctx, q, c)
+	}
+	return fmt.Errorf("apply change: unknown operation %#x", byte(c.Op))
+}
+
+func opName(op chain.Op) string {
+	switch op {
+	case chain.OpInsert:
+		return "insert"
+	case chain.OpUpdate:
+		return "update"
+	case chain.OpDelete:
+		return "delete"
+	case chain.OpTruncate:
+		return "truncate"
+	case chain.OpSchema:
+		return "schema change"
+	}
+	return "change " + strconv.Quote(string(rune(op)))
+}
+
+// changeErr describes a change that cannot be applied.
+func changeErr(c *chain.Change, format string, args ...any) error {
+	return fmt.Errorf("apply %s to %s (xid %d, change %d): %s", opName(c.Op), c.Table, c.XID, c.Ordinal, fmt.Sprintf(format, args...))
+}
+
+// table returns the tracked table of a row change and checks its images.
+func (a *applier) table(c *chain.Change) (*tableState, error) {
+	ts := a.tables[c.Table]
+	if ts == nil {
+		return nil, changeErr(c, "the table has no recorded schema")
+	}
+	if c.New != nil && len(c.New) != len(ts.cols) {
+		return nil, changeErr(c, "new row image has %d values, the table has %d supplied columns", len(c.New), len(ts.cols))
+	}
+	if c.OldKind != 0 && len(c.Old) != len(ts.cols) {
+		return nil, changeErr(c, "old row image has %d values, the table has %d supplied columns", len(c.Old), len(ts.cols))
+	}
+	return ts, nil
+}
+
+// statement returns the table's statement cached under a.keyBuf, preparing
+// the SQL build returns on first use.
+func (a *applier) statement(ctx context.Context, q execer, ts *tableState, build func() string) (*sql.Stmt, error) {
+	if st, ok := ts.stmts[string(a.keyBuf)]; ok {
+		return st, nil
+	}
+	text := build()
+	st, err := q.PrepareContext(ctx, text)
+	if err != nil {
+		return nil, classify(err, "prepare "+text)
+	}
+	ts.stmts[string(a.keyBuf)] = st
+	return st, nil
+}
+
+// arg decodes value i of an image into the next statement argument.
+func (a *applier) arg(ts *tableState, c *chain.Change, i int, v chain.Value) error {
+	col := &ts.cols[i]
+	x, _, err := col.fromChange(v)
+	if err != nil {
+		return fmt.Errorf("apply %s to %s (xid %d, change %d): %w", opName(c.Op), c.Table, c.XID, c.Ordinal, refuseValue(c.Table, col, err))
+	}
+	a.args = append(a.args, x)
+	return nil
+}
+
+// exec runs st with the arguments gathered and forgets them.
+func (a *applier) exec(ctx context.Context, st *sql.Stmt, c *chain.Change) error {
+	_, err := st.ExecContext(ctx, a.args...)
+	clear(a.args)
+	a.args = a.args[:0]
+	if err != nil {
+		return classify(err, fmt.Sprintf("apply %s to %s (xid %d, change %d)", opName(c.Op), c.Table, c.XID, c.Ordinal))
+	}
+	return nil
+}
+
+// appendMask appends a bitmap of flags to a.keyBuf.
+func (a *applier) appendMask(flags []bool) int {
+	n := 0
+	for i := 0; i < len(flags); i += 8 {
+		var b byte
+		for j := i; j < len(flags) && j < i+8; j++ {
+			if flags[j] {
+				b |= 1 << (j - i)
+				n++
+			}
+		}
+		a.keyBuf = append(a.keyBuf, b)
+	}
+	return n
+}
+
+func growFlags(buf *[]bool, n int) []bool {
+	if cap(*buf) < n {
+		*buf = make([]bool, n)
+	}
+	return (*buf)[:n]
+}
+
+func (a *applier) insert(ctx context.Context, q execer, c *chain.Change) error {
+	ts, err := a.table(c)
+	if err != nil {
+		return err
+	}
+	if len(c.New) == 0 {
+		return changeErr(c, "no new row image")
+	}
+	for i, v := range c.New {
+		if v.Kind == chain.ValueUnchanged {
+			return changeErr(c, "column %s is marked unchanged in an insert", ts.cols[i].name)
+		}
+	}
+	a.keyBuf = append(a.keyBuf[:0], 'I')
+	st, err := a.statement(ctx, q, ts, func() string { return insertSQL(ts) })
+	if err != nil {
+		return err
+	}
+	for i, v := range c.New {
+		if err := a.arg(ts, c, i, v); err != nil {
+			return err
+		}
+	}
+	return a.exec(ctx, st, c)
+}
+
+// insertSQL inserts a row of every stored column; on a keyed table, a row
+// already there under its key is updated to it instead.
+func insertSQL(ts *tableState) string {
+	names := make([]string, len(ts.cols))
+	for i, c := range ts.cols {
+		names[i] = c.quoted
+	}
+	s := "INSERT INTO " + ts.rel + " (" + strings.Join(names, ", ") + ") VALUES (" + strings.TrimSuffix(strings.Repeat("?, ", len(ts.cols)), ", ") + ")"
+	if ts.insKey == nil {
+		return s
+	}
+	key := make([]string, len(ts.insKey))
+	for i, k := range ts.insKey {
+		key[i] = names[k]
+	}
+	var set []string
+	for i, n := range names {
+		if !slices.Contains(ts.insKey, i) {
+			set = append(set, n+" = excluded."+n)
+		}
+	}
+	s += " ON CONFLICT (" + strings.Join(key, ", ") + ") DO "
+	if len(set) == 0 {
+		return s + "NOTHING"
+	}
+	return s + "UPDATE SET " + strings.Join(set, ", ")
+}
+
+// rowKey chooses the key an update or delete finds its row by, and the
+// image holding its values: the old image when there is one, else the new
+// one. A key-only old image may carry a unique index's columns rather than
+// the primary key's, so the first candidate it carries whole is taken.
+func (ts *tableState) rowKey(c *chain.Change) (int, []chain.Value, error) {
+	img := c.New
+	if c.OldKind != 0 {
+		img = c.Old
+	}
+	if img == nil {
+		return 0, nil, changeErr(c, "no row image to find the row by")
+	}
+	for ki, key := range ts.keys {
+		whole := true
+		for _, k := range key {
+			whole = whole && img[k].Kind == chain.ValueText
+		}
+		if whole {
+			return ki, img, nil
+		}
+		if c.OldKind != 'K' {
+			break
+		}
+	}
+	return 0, nil, changeErr(c, "the row image carries no value for a key column")
+}
+
+// setFlags marks the columns an update sets: those the new image carries.
+func (a *applier) setFlags(c *chain.Change) []bool {
+	flags := growFlags(&a.setBuf, len(c.New))
+	for i, v := range c.New {
+		flags[i] = v.Kind != chain.ValueUnchanged
+	}
+	return flags
+}
+
+func (a *applier) update(ctx context.Context, q execer, c *chain.Change) error {
+	ts, err := a.table(c)
+	if err != nil {
+		return err
+	}
+	if len(c.New) == 0 {
+		return changeErr(c, "no new row image")
+	}
+	if len(ts.keys) == 0 {
+		return a.keylessChange(ctx, q, ts, c)
+	}
+	ki, img, err := ts.rowKey(c)
+	if err != nil {
+		return err
+	}
+	set := a.setFlags(c)
+	a.keyBuf = append(a.keyBuf[:0], 'U', byte(ki), byte(ki>>8))
+	if a.appendMask(set) == 0 {
+		return nil
+	}
+	key := ts.keys[ki]
+	st, err := a.statement(ctx, q, ts, func() string {
+		return "UPDATE " + ts.rel + " SET " + assignments(ts, set) + " WHERE " + keyMatch(ts, key)
+	})
+	if err != nil {
+		return err
+	}
+	for i, v := range c.New {
+		if set[i] {
+			if err := a.arg(ts, c, i, v); err != nil {
+				return err
+			}
+		}
+	}
+	for _, k := range key {
+		if err := a.arg(ts, c, k, img[k]); err != nil {
+			return err
+		}
+	}
+	return a.exec(ctx, st, c)
+}
+
+func assignments(ts *tableState, set []bool) string {
+	var parts []string
+	for i, f := range set {
+		if f {
+			parts = append(parts, ts.cols[i].quoted+" = ?")
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+func keyMatch(ts *tableState, key []int) string {
+	parts := make([]string, len(key))
+	for i, k := range key {
+		parts[i] = ts.cols[k].quoted + " = ?"
+	}
+	return strings.Join(parts, " AND ")
+}
+
+func (a *applier) delete(ctx context.Context, q execer, c *chain.Change) error {
+	ts, err := a.table(c)
+	if err != nil {
+		return err
+	}
+	if len(ts.keys) == 0 {
+		return a.keylessChange(ctx, q, ts, c)
+	}
+	if c.OldKind == 0 {
+		return changeErr(c, "a delete without an old row image")
+	}
+	ki, img, err := ts.rowKey(c)
+	if err != nil {
+		return err
+	}
+	key := ts.keys[ki]
+	a.keyBuf = append(a.keyBuf[:0], 'D', byte(ki), byte(ki>>8))
+	st, err := a.statement(ctx, q, ts, func() string { return "DELETE FROM " + ts.rel + " WHERE " + keyMatch(ts, key) })
+	if err != nil {
+		return err
+	}
+	for _, k := range key {
+		if err := a.arg(ts, c, k, img[k]); err != nil {
+			return err
+		}
+	}
+	return a.exec(ctx, st, c)
+}
+
+// keylessChange updates or deletes one row of a keyless table equal to the
+// change's whole old row (REPLICA IDENTITY FULL): the first such row by
+// rowid, so of two identical rows exactly one changes.
+func (a *applier) keylessChange(ctx context.Context, q execer, ts *tableState, c *chain.Change) error {
+	if c.OldKind != 'O' {
+		return changeErr(c, "table %s has no key and the change carries no whole old row (REPLICA IDENTITY FULL is needed to %s its rows)", c.Table, opName(c.Op))
+	}
+	rowid := rowidName(ts.cols)
+	if rowid == "" {
+		return changeErr(c, "keyless table %s has columns named rowid, _rowid_ and oid, so the target cannot name one of its rows", c.Table)
+	}
+	match := growFlags(&a.matchBuf, len(c.Old))
+	some := false
+	for i, v := range c.Old {
+		match[i] = v.Kind != chain.ValueUnchanged
+		some = some || match[i]
+	}
+	if !some {
+		return changeErr(c, "the old row image of keyless table %s has no comparable value", c.Table)
+	}
+	var set []bool
+	a.keyBuf = append(a.keyBuf[:0], byte(c.Op))
+	if c.Op == chain.OpUpdate {
+		set = a.setFlags(c)
+		if a.appendMask(set) == 0 {
+			return nil
+		}
+	}
+	a.keyBuf = append(a.keyBuf, '/')
+	a.appendMask(match)
+	st, err := a.statement(ctx, q, ts, func() string {
+		var conds []string
+		for i, m := range match {
+			if m {
+				conds = append(conds, ts.cols[i].quoted+" IS ?")
+			}
+		}
+		where := " WHERE " + rowid + " IN (SELECT " + rowid + " FROM " + ts.rel + " WHERE " + strings.Join(conds, " AND ") + " ORDER BY " + rowid + " LIMIT 1)"
+		if set == nil {
+			return "DELETE FROM " + ts.rel + where
+		}
+		return "UPDATE " + ts.rel + " SET " + assignments(ts, set) + where
+	})
+	if err != nil {
+		return err
+	}
+	for i, v := range c.New {
+		if set != nil && set[i] {
+			if err := a.arg(ts, c, i, v); err != nil {
+				return err
+			}
+		}
+	}
+	for i, v := range c.Old {
+		if match[i] {
+			if err := a.arg(ts, c, i, v); err != nil {
+				return err
+			}
+		}
+	}
+	return a.exec(ctx, st, c)
+}
+
+// rowidName is a name of the rowid no column shadows, or "".
+func rowidName(cols []column) string {
+	for _, n := range []string{"rowid", "_rowid_", "oid"} {
+		if !slices.ContainsFunc(cols, func(c column) bool { return foldName(c.name) == n }) {
+			return n
+		}
+	}
+	return ""
+}
+
+func (a *applier) truncate(ctx context.Context, q execer, c *chain.Change) error {
+	for _, name := range c.Tables {
+		ts := a.tables[name]
+		if ts == nil {
+			return fmt.Errorf("apply truncate of %s (xid %d, change %d): table %s has no recorded schema", strings.Join(c.Tables, ", "), c.XID, c.Ordinal, name)
+		}
+		if _, err := q.ExecContext(ctx, "DELETE FROM "+ts.rel); err != nil {
+			return classify(err, fmt.Sprintf("apply truncate of %s (xid %d, change %d)", name, c.XID, c.Ordinal))
+		}
+	}
+	return nil
+}

@@ -1,0 +1,203 @@
+package sqlite
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"math"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/sluicehq/sluice/internal/chain"
+	"github.com/sluicehq/sluice/internal/chain/chaintest"
+	"github.com/sluicehq/sluice/internal/errcode"
+	"github.com/sluicehq/sluice/internal/target"
+)
+
+// openTarget opens a target on a new database file of t.
+func openTarget(t testing.TB) *Target {
+	t.Helper()
+	tg, err := Open(context.Background(), filepath.Join(t.TempDir(), "target.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tg.Close(context.Background()) })
+	return tg
+}
+
+// rows runs a query and returns each row's columns joined by "|", NULL as
+// "NULL".
+func rows(t testing.TB, tg *Target, query string, args ...any) []string {
+	t.Helper()
+	r, err := tg.db.QueryContext(context.Background(), query, args...)
+	if err != nil {
+		t.Fatalf("%s: %v", query, err)
+	}
+	defer r.Close()
+	cols, err := r.Columns()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for r.Next() {
+		vals := make([]any, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		if err := r.Scan(ptrs...); err != nil {
+			t.Fatal(err)
+		}
+		parts := make([]string, len(vals))
+		for i, v := range vals {
+			switch x := v.(type) {
+			case nil:
+				parts[i] = "NULL"
+			case []byte:
+				parts[i] = string(x)
+			default:
+				parts[i] = fmt.Sprint(x)
+			}
+		}
+		out = append(out, strings.Join(parts, "|"))
+	}
+	if err := r.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// wantRows fails unless query returns exactly want.
+func wantRows(t testing.TB, tg *Target, query string, want ...string) {
+	t.Helper()
+	got := rows(t, tg, query)
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("%s:\n got %q\nwant %q", query, got, want)
+	}
+}
+
+// wantCode fails unless err carries code.
+func wantCode(t testing.TB, err error, code errcode.Code) {
+	t.Helper()
+	if !errcode.Is(err, code) {
+		t.Fatalf("want %s, got %v", code, err)
+	}
+}
+
+func col(name, typ string, oid uint32) chain.Column {
+	return chain.Column{Name: name, Type: typ, TypeOID: oid, Encoding: chain.EncodingText}
+}
+
+func binCol(name, typ string, oid uint32) chain.Column {
+	c := col(name, typ, oid)
+	c.Encoding = chain.EncodingBinary
+	return c
+}
+
+func notNull(c chain.Column) chain.Column {
+	c.NotNull = true
+	return c
+}
+
+// PostgreSQL binary forms of the few types the tests send binary.
+func pgInt8(v int64) []byte     { return binary.BigEndian.AppendUint64(nil, uint64(v)) }
+func pgFloat8(f float64) []byte { return binary.BigEndian.AppendUint64(nil, math.Float64bits(f)) }
+func pgBool(b bool) []byte {
+	if b {
+		return []byte{1}
+	}
+	return []byte{0}
+}
+
+// writeFull stores rows of one table as row chunks of at most perChunk
+// rows and returns the table's data.
+func writeFull(t testing.TB, ch *chain.Chain, tb *chain.Table, perChunk int, data [][][]byte) chain.TableData {
+	t.Helper()
+	ctx := context.Background()
+	td := chain.TableData{Table: tb.QualifiedName()}
+	b := chain.NewRowBuilder(td.Table, len(tb.SuppliedColumns()))
+	flush := func() {
+		if b.Rows() == 0 {
+			return
+		}
+		enc, err := b.Encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ref, err := ch.WriteChunk(ctx, chain.DataKey("full", fmt.Sprintf("%s-%04d.slck", td.Table, len(td.Chunks))), enc, b.Rows(), int64(b.RawLen()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		td.Chunks = append(td.Chunks, ref)
+		td.Rows += ref.Rows
+		b.Reset()
+	}
+	for _, r := range data {
+		b.AppendRow(r)
+		if int(b.Rows()) >= perChunk {
+			flush()
+		}
+	}
+	flush()
+	return td
+}
+
+// restore prepares the target for s and loads each table's rows.
+func restore(t testing.TB, tg *Target, ch *chain.Chain, s *chain.Schema, data map[string]chain.TableData) {
+	t.Helper()
+	ctx := context.Background()
+	if err := tg.Prepare(ctx, s, false); err != nil {
+		t.Fatal(err)
+	}
+	for _, tb := range s.Tables {
+		td, ok := data[tb.QualifiedName()]
+		if !ok {
+			continue
+		}
+		if _, err := tg.LoadTable(ctx, ch, s, td, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tg.Finish(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// openLane opens a lane of stream "s1" whose lease accepts any row.
+func openLane(t testing.TB, tg *Target, s *chain.Schema, lease func(target.StateRow) error) target.Lane {
+	t.Helper()
+	if lease == nil {
+		lease = func(target.StateRow) error { return nil }
+	}
+	l, err := tg.OpenLane(context.Background(), target.LaneConfig{Schema: s, Stream: "s1", Lease: lease})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close(context.Background()) })
+	return l
+}
+
+// applyAll applies records on l and commits once at the end.
+func applyAll(t testing.TB, l target.Lane, records []chain.Change) {
+	t.Helper()
+	ctx := context.Background()
+	for i := range records {
+		if err := l.Apply(ctx, &records[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := l.Commit(ctx, target.Commit{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func ins(table string, vals ...chain.Value) chain.Change {
+	return chain.Change{Op: chain.OpInsert, Table: table, New: vals}
+}
+
+var (
+	txt     = chaintest.Text
+	null    = chain.Value{Kind: chain.ValueNull}
+	toasted = chain.Value{Kind: chain.ValueUnchanged}
+)

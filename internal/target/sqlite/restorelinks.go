@@ -1,0 +1,158 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/sluicehq/sluice/internal/chain"
+	"github.com/sluicehq/sluice/internal/errcode"
+)
+
+// restoreLinksSQL creates the table recording which incrementals a restore
+// applied, written in the same transaction as each incremental, so a
+// restore retried after a commit skips it instead of applying it twice.
+const restoreLinksSQL = `CREATE TABLE IF NOT EXISTS ` + restoreLinksTable + ` (
+	chain_id   TEXT NOT NULL,
+	link_id    TEXT NOT NULL,
+	applied_at TEXT NOT NULL,
+	PRIMARY KEY (chain_id, link_id))`
+
+// RestoreIncremental applies incremental m of chain chainID in one BEGIN
+// IMMEDIATE transaction unless the target records it as applied, and
+// reports whether it applied it. schema is the schema in force before m.
+// It checks the transaction framing and that m's chunks hold the changes
+// and transactions m records before it commits.
+func (t *Target) RestoreIncremental(ctx context.Context, ch *chain.Chain, chainID string, m *chain.Manifest, schema *chain.Schema, progress func(changes int64)) (bool, error) {
+	if m == nil || m.Kind != chain.KindIncremental {
+		return false, errcode.New(errcode.ManifestInvalid, "restore incremental: link is not an incremental")
+	}
+	applied := false
+	err := withWrite(ctx, t.db, "restore of incremental "+m.ID, func(conn *sql.Conn) error {
+		if _, err := conn.ExecContext(ctx, restoreLinksSQL); err != nil {
+			return classify(err, "create "+restoreLinksTable)
+		}
+		var one int
+		err := conn.QueryRowContext(ctx, `SELECT 1 FROM `+restoreLinksTable+` WHERE chain_id = ? AND link_id = ?`, chainID, m.ID).Scan(&one)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, sql.ErrNoRows) {
+			return classify(err, "read "+restoreLinksTable)
+		}
+		if err := applyIncremental(ctx, conn, ch, m, schema, progress); err != nil {
+			return err
+		}
+		if _, err := conn.ExecContext(ctx, `INSERT INTO `+restoreLinksTable+` (chain_id, link_id, applied_at) VALUES (?, ?, `+nowSQL+`)`, chainID, m.ID); err != nil {
+			return classify(err, "record incremental "+m.ID)
+		}
+		applied = true
+		return nil
+	})
+	if err != nil {
+		return false, err
+	}
+	return applied, nil
+}
+
+// ClearRestoreLinks forgets which incrementals of chainID a restore
+// applied; a restore that starts over calls it before loading anything.
+func (t *Target) ClearRestoreLinks(ctx context.Context, chainID string) error {
+	ok, err := tableExists(ctx, t.db, restoreLinksTable)
+	if err != nil || !ok {
+		return err
+	}
+	if _, err := t.db.ExecContext(ctx, `DELETE FROM `+restoreLinksTable+` WHERE chain_id = ?`, chainID); err != nil {
+		return classify(err, "clear "+restoreLinksTable)
+	}
+	return nil
+}
+
+// applyIncremental applies and checks every change of m on conn, inside
+// its open transaction.
+func applyIncremental(ctx context.Context, conn *sql.Conn, ch *chain.Chain, m *chain.Manifest, schema *chain.Schema, progress func(changes int64)) error {
+	a := newApplier(schema, nil)
+	defer a.close()
+	var f framing
+	for _, ref := range m.Chunks {
+		it, err := ch.ReadChangeChunk(ctx, ref)
+		if err != nil {
+			return err
+		}
+		var n int64
+		for it.Next() {
+			c := it.Change()
+			if err := f.check(c); err != nil {
+				return errcode.Wrap(errcode.ChunkCorrupt, err, "incremental %s, chunk %s, record %d", m.ID, ref.Key, n)
+			}
+			if err := a.apply(ctx, conn, c); err != nil {
+				return fmt.Errorf("incremental %s: %w", m.ID, err)
+			}
+			n++
+		}
+		if err := it.Err(); err != nil {
+			return err
+		}
+		if n != ref.Rows {
+			return errcode.New(errcode.ChunkCorrupt, "incremental %s: chunk %s holds %d change records, the manifest records %d", m.ID, ref.Key, n, ref.Rows)
+		}
+		if progress != nil {
+			progress(f.changes)
+		}
+	}
+	if f.open {
+		return errcode.New(errcode.ChunkCorrupt, "incremental %s ends inside source transaction %d", m.ID, f.xid)
+	}
+	if f.changes != m.Changes || f.txns != m.Transactions {
+		return errcode.New(errcode.ManifestInvalid, "incremental %s holds %d changes in %d transactions, the manifest records %d in %d",
+			m.ID, f.changes, f.txns, m.Changes, m.Transactions)
+	}
+	return nil
+}
+
+// framing checks that an incremental's change records come in source
+// transactions: row, truncate and schema changes only between a begin and
+// its commit, and, where the records are identified, of the open
+// transaction with increasing ordinals.
+type framing struct {
+	open, identified bool
+	xid              uint32
+	last             int64 // the open transaction's last ordinal, -1 before any
+	changes, txns    int64
+}
+
+func (f *framing) check(c *chain.Change) error {
+	switch c.Op {
+	case chain.OpBegin:
+		if f.open {
+			return fmt.Errorf("begin of transaction %d inside transaction %d", c.XID, f.xid)
+		}
+		f.open, f.identified, f.xid, f.last = true, c.Identified, c.XID, -1
+		return nil
+	case chain.OpCommit:
+		if !f.open {
+			return fmt.Errorf("commit of transaction %d outside a transaction", c.XID)
+		}
+		if f.identified && c.Identified && c.XID != f.xid {
+			return fmt.Errorf("commit of transaction %d closes transaction %d", c.XID, f.xid)
+		}
+		f.open = false
+		f.txns++
+		return nil
+	}
+	f.changes++
+	if !f.open {
+		return fmt.Errorf("%s of %s outside a transaction", opName(c.Op), c.Table)
+	}
+	if f.identified && c.Identified {
+		if c.XID != f.xid {
+			return fmt.Errorf("change of transaction %d inside transaction %d", c.XID, f.xid)
+		}
+		if int64(c.Ordinal) <= f.last {
+			return fmt.Errorf("change %d of transaction %d follows change %d", c.Ordinal, c.XID, f.last)
+		}
+		f.last = int64(c.Ordinal)
+	}
+	return nil
+}
