@@ -123,5 +123,3 @@ func requireCode(t *testing.T, err error, code errcode.Code) {
 		t.Fatalf("want %s, got %v", code, err)
 	}
 }
-
-
