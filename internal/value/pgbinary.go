@@ -23,8 +23,8 @@ const (
 // type has the given OID. The OID picks between forms one kind covers
 // (json or jsonb, int2, int4 or int8); for a type of the user's own (an
 // enum, a domain over a built-in type) it may be any OID, the kind and the
-// data's length deciding. Kind Other has no binary decoding: columns of
-// such types travel as text in chains (chain.EncodingText).
+// data's length deciding. Kind Other has no binary decoding: its values
+// decode from their text form only (chain.EncodingText).
 func DecodePGBinary(k Kind, oid uint32, data []byte) (Value, error) {
 	if known, ok := scalarByOID[oid]; ok && known.Name != k.Name {
 		return Value{}, binaryError(k, data, "type OID %d is not of this kind", oid)
@@ -80,7 +80,7 @@ func DecodePGBinary(k Kind, oid uint32, data []byte) (Value, error) {
 	case Array:
 		return decodeArrayBinary(k, data)
 	case Other:
-		return Value{}, binaryError(k, data, "binary decoding is not supported for this type (OID %d); such columns travel as text", oid)
+		return Value{}, binaryError(k, data, "binary decoding is not supported for this type (OID %d); a column of kind other decodes from its text form only (chain.EncodingText)", oid)
 	}
 	return Value{}, binaryError(k, data, "unknown kind")
 }

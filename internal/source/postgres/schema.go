@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/sluicehq/sluice/internal/chain"
+	"github.com/sluicehq/sluice/internal/value"
 )
 
 // firstUserOID is the first OID PostgreSQL hands to user-created objects;
@@ -124,10 +125,17 @@ func readTable(ctx context.Context, tx pgx.Tx, oid uint32, t *chain.Table) error
 		       a.attidentity::text,
 		       coalesce(CASE WHEN a.attgenerated <> '' THEN pg_get_expr(d.adbin, d.adrelid) END, ''),
 		       ty.typtype::text, ty.typelem, ty.typbasetype,
-		       coalesce(el.typtype::text, '')
+		       coalesce(el.typtype::text, ''),
+		       CASE WHEN ty.typtype = 'd' THEN format_type(ty.typbasetype, ty.typtypmod) ELSE '' END,
+		       coalesce(bt.typtype::text, ''),
+		       coalesce((SELECT array_agg(e.enumlabel::text ORDER BY e.enumsortorder) FROM pg_enum e
+		                 WHERE e.enumtypid = CASE WHEN ty.typtype = 'e' THEN ty.oid
+		                                          WHEN el.typtype = 'e' THEN el.oid
+		                                          WHEN bt.typtype = 'e' THEN bt.oid END), '{}')
 		FROM pg_attribute a
 		JOIN pg_type ty ON ty.oid = a.atttypid
 		LEFT JOIN pg_type el ON el.oid = ty.typelem AND ty.typcategory = 'A'
+		LEFT JOIN pg_type bt ON bt.oid = ty.typbasetype AND ty.typtype = 'd'
 		LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
 		WHERE a.attrelid = $1 AND a.attnum > 0 AND NOT a.attisdropped
 		ORDER BY a.attnum`, oid)
@@ -138,14 +146,17 @@ func readTable(ctx context.Context, tx pgx.Tx, oid uint32, t *chain.Table) error
 	for rows.Next() {
 		var c chain.Column
 		var num int16
-		var typtype, eltyptype string
+		var typtype, eltyptype, baseType, basetyptype string
 		var elem, base uint32
+		var labels []string
 		if err := rows.Scan(&num, &c.Name, &c.Type, &c.TypeOID, &c.NotNull, &c.Default, &c.Identity, &c.Generated,
-			&typtype, &elem, &base, &eltyptype); err != nil {
+			&typtype, &elem, &base, &eltyptype, &baseType, &basetyptype, &labels); err != nil {
 			return fmt.Errorf("columns: %w", err)
 		}
 		names[num] = c.Name
 		c.Encoding = columnEncoding(c.TypeOID, typtype, elem, base, eltyptype)
+		k := columnKind(c, typtype, elem, eltyptype, base, baseType, basetyptype, labels)
+		c.Kind = &k
 		t.Columns = append(t.Columns, c)
 	}
 	if err := rows.Err(); err != nil {
@@ -227,6 +238,33 @@ func columnEncoding(oid uint32, typtype string, elem, base uint32, eltyptype str
 		return chain.EncodingBinary
 	}
 	return chain.EncodingText
+}
+
+// columnKind is the neutral kind a column's values decode by. The catalog
+// says what the type text cannot: an enum (with its labels, an array's
+// element and a domain's base alike) from any other user-defined type, and
+// for a domain over a built-in type, the base type, whose form the values
+// take.
+func columnKind(c chain.Column, typtype string, elem uint32, eltyptype string, base uint32, baseType, basetyptype string, labels []string) value.Kind {
+	enum := value.Kind{Name: value.Enum, Labels: labels}
+	switch {
+	case typtype == "e":
+		return enum
+	case typtype == "d" && basetyptype == "e":
+		return enum
+	case typtype == "d" && base < firstUserOID:
+		return value.FromPostgres(baseType, base)
+	case eltyptype == "e":
+		return value.Kind{Name: value.Array, Elem: &enum}
+	case eltyptype != "" && elem >= firstUserOID:
+		other := value.Kind{Name: value.Other}
+		return value.Kind{Name: value.Array, Elem: &other}
+	case typtype != "b" || c.TypeOID >= firstUserOID:
+		// Domains over user types, composite, range and multirange types,
+		// and extensions' base types.
+		return value.Kind{Name: value.Other}
+	}
+	return value.FromPostgres(c.Type, c.TypeOID)
 }
 
 func readEnums(ctx context.Context, tx querier, s *chain.Schema) error {
