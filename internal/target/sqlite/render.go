@@ -42,8 +42,11 @@ func render(k value.Kind, v value.Value) (any, error) {
 		}
 		return int64(0), nil
 	case value.Float:
-		if math.IsNaN(v.Float) {
+		switch {
+		case math.IsNaN(v.Float):
 			return nil, &refusal{shown: "NaN", reason: "SQLite stores a NaN REAL as NULL"}
+		case v.Float == 0 && math.Signbit(v.Float):
+			return nil, &refusal{shown: "-0", reason: "SQLite stores a negative zero REAL as 0"}
 		}
 		return v.Float, nil
 	case value.Bytes:
