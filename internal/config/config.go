@@ -24,6 +24,11 @@ const EnvPath = "SLUICE_CONFIG"
 // DefaultDriver is the engine of a connection that names none.
 const DefaultDriver = "postgres"
 
+// KnownDrivers lists the engines a connection of a kind may name (driver
+// names and their aliases). The CLI sets it from the engine registries; the
+// package itself knows only DefaultDriver.
+var KnownDrivers = func(Kind) []string { return []string{DefaultDriver} }
+
 // Kind selects the table a named connection lives in.
 type Kind string
 

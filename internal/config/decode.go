@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -151,15 +152,15 @@ func (d *decoder) file(tree map[string]any) *File {
 				})
 			}
 		},
-		string(Sources): func(p toml.Key, v any) { d.connections(p, v, f.Sources) },
-		string(Targets): func(p toml.Key, v any) { d.connections(p, v, f.Targets) },
+		string(Sources): func(p toml.Key, v any) { d.connections(p, v, Sources, f.Sources) },
+		string(Targets): func(p toml.Key, v any) { d.connections(p, v, Targets, f.Targets) },
 	})
 	return f
 }
 
 var connectionName = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
 
-func (d *decoder) connections(path toml.Key, v any, out map[string]Connection) {
+func (d *decoder) connections(path toml.Key, v any, kind Kind, out map[string]Connection) {
 	m, ok := d.table(path, v)
 	if !ok {
 		return
@@ -178,8 +179,9 @@ func (d *decoder) connections(path toml.Key, v any, out map[string]Connection) {
 		d.fields(p, cm, map[string]fieldFunc{
 			"driver": func(p toml.Key, v any) {
 				d.str(&c.Driver)(p, v)
-				if c.Driver != DefaultDriver {
-					d.badValue(p, "the accepted engines are: %s", DefaultDriver)
+				accepted := KnownDrivers(kind)
+				if !slices.Contains(accepted, c.Driver) {
+					d.badValue(p, "the accepted engines are: %s", strings.Join(accepted, ", "))
 				}
 			},
 			"dsn": func(p toml.Key, v any) {

@@ -125,3 +125,18 @@ func TraitsOf(name string) (Traits, error) {
 	}
 	return t, nil
 }
+
+// Names lists every name a driver answers to (drivers and aliases), sorted.
+func Names() []string {
+	registry.RLock()
+	defer registry.RUnlock()
+	names := make([]string, 0, len(registry.drivers)+len(registry.aliases))
+	for n := range registry.drivers {
+		names = append(names, n)
+	}
+	for a := range registry.aliases {
+		names = append(names, a)
+	}
+	sort.Strings(names)
+	return names
+}
