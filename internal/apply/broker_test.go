@@ -301,7 +301,9 @@ func TestStartRefusals(t *testing.T) {
 	}{
 		{"no position row", func(f *fakeTarget) {}, opts("run-1", 1), errcode.BrokerFenced},
 		{"another owner", func(f *fakeTarget) { startAt(t, f, "full-1", "run-0") }, opts("run-1", 1), errcode.BrokerFenced},
-		{"damaged row", func(f *fakeTarget) { f.state["s"] = target.StateRow{Token: `{"_engine":"backup-broker-v2"}`, Checksum: "x"} }, opts("run-1", 1), errcode.BrokerPositionCorrupt},
+		{"damaged row", func(f *fakeTarget) {
+			f.state["s"] = target.StateRow{Token: `{"_engine":"backup-broker-v2"}`, Checksum: "x"}
+		}, opts("run-1", 1), errcode.BrokerPositionCorrupt},
 		{"unexpected last link", func(f *fakeTarget) { startAt(t, f, "other", "run-1") }, opts("run-1", 1), errcode.ChainInvalid},
 		{"rewritten incremental", func(f *fakeTarget) {
 			row, _ := Row(Token{Engine: EngineBroker, Stream: "s", ChainID: "c", LastApplied: "full-1", Owner: "run-1",

@@ -10,7 +10,7 @@ import (
 func TestRouterSendsRowChangesByKeyAndBarriersTheRest(t *testing.T) {
 	s := testSchema()
 	s.Tables = append(s.Tables, chain.Table{Schema: "public", Name: "u",
-		Columns: []chain.Column{{Name: "id", Type: "integer", NotNull: true}, {Name: "code", Type: "text", NotNull: true}, {Name: "v", Type: "text"}},
+		Columns:    []chain.Column{{Name: "id", Type: "integer", NotNull: true}, {Name: "code", Type: "text", NotNull: true}, {Name: "v", Type: "text"}},
 		PrimaryKey: []string{"id"}, Indexes: []chain.Index{{Name: "u_code", Columns: []string{"code"}, Unique: true}}})
 	r := NewRouter(s)
 	for _, tc := range []struct {

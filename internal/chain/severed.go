@@ -6,7 +6,6 @@ import (
 	"strings"
 	"sync"
 
-
 	"github.com/sluicehq/sluice/internal/errcode"
 )
 
@@ -257,8 +256,6 @@ func incompleteFinding(id string, f severFacts) (Finding, bool) {
 	}
 	return fd, true
 }
-
-
 
 // severFactsOf returns the facts of incremental id, from cache or by reading
 // its manifest and chunks.

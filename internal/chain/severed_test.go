@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-
 	"github.com/sluicehq/sluice/internal/blobstore"
 	"github.com/sluicehq/sluice/internal/errcode"
 )
