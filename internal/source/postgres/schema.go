@@ -157,6 +157,11 @@ func readTable(ctx context.Context, tx pgx.Tx, oid uint32, t *chain.Table) error
 		c.Encoding = columnEncoding(c.TypeOID, typtype, elem, base, eltyptype)
 		k := columnKind(c, typtype, elem, eltyptype, base, baseType, basetyptype, labels)
 		c.Kind = &k
+		if c.Encoding == chain.EncodingBinary && opaqueKind(k) {
+			// Binary forms of kind other (inet, money, geometry, ranges …)
+			// only PostgreSQL reads: as text every engine can hold them.
+			c.Encoding = chain.EncodingText
+		}
 		t.Columns = append(t.Columns, c)
 	}
 	if err := rows.Err(); err != nil {
@@ -222,6 +227,15 @@ func readTable(ctx context.Context, tx pgx.Tx, oid uint32, t *chain.Table) error
 		t.Constraints = append(t.Constraints, c)
 	}
 	return rows.Err()
+}
+
+// opaqueKind reports whether values of kind k have no neutral decoding of
+// their binary form: kind other, or an array of it.
+func opaqueKind(k value.Kind) bool {
+	for k.Name == value.Array && k.Elem != nil {
+		k = *k.Elem
+	}
+	return k.Name == value.Other
 }
 
 // columnEncoding decides whether a column's values can travel in PostgreSQL's

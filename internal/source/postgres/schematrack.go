@@ -236,6 +236,8 @@ func evolve(old *chain.Table, supplied []chain.Column) chain.Table {
 		}
 		if nc.TypeOID != c.TypeOID || nc.Type != c.Type {
 			c.Type, c.TypeOID, c.Encoding, c.Default = nc.Type, nc.TypeOID, chain.EncodingText, ""
+			// The recorded kind was the old type's: derive it again.
+			c.Kind = nil
 		}
 		next.Columns = append(next.Columns, c)
 		seen[c.Name] = true
