@@ -8,7 +8,7 @@ import (
 	"go.temporal.io/sdk/activity"
 
 	"github.com/sluicehq/sluice/internal/credentials"
-	pgsource "github.com/sluicehq/sluice/internal/source/postgres"
+	"github.com/sluicehq/sluice/internal/source"
 )
 
 // FullBackupParams are the inputs of the FullBackup activity.
@@ -22,7 +22,8 @@ type FullBackupParams struct {
 	Publication string `json:"publication,omitempty"`
 	// SetReplicaIdentity is what the chain slot's full does about tables the
 	// publication would publish without a usable replica identity:
-	// "refuse" (the default) or "auto" (pgsource.IdentityRefuse, IdentityAuto).
+	// "refuse" (the default) or "auto" (the postgres driver's
+	// set_replica_identity option).
 	SetReplicaIdentity string `json:"set_replica_identity,omitempty"`
 }
 
@@ -37,46 +38,46 @@ type FullBackupResult struct {
 	StoredBytes int64  `json:"stored_bytes"`
 	// ReplicaIdentitySet lists the tables whose replica identity this full
 	// set (--set-replica-identity auto), each with the statement it ran.
-	ReplicaIdentitySet []pgsource.IdentityGap `json:"replica_identity_set,omitempty"`
+	ReplicaIdentitySet []source.TableIssue `json:"replica_identity_set,omitempty"`
 }
 
-// FullBackup takes a PostgreSQL full backup and commits it as the first link
-// of a new chain. The snapshot cannot outlive the activity, so a retry starts
-// over from a new snapshot; the attempt's chunks go to their own folder, which
-// nothing names unless the attempt commits.
+// FullBackup takes a full backup of the source and commits it as the first
+// link of a new chain (Source.FullBackup makes that catalog write itself).
+// The snapshot cannot outlive the activity, so a retry starts over from a new
+// snapshot; the attempt's chunks go to their own folder, which nothing names
+// unless the attempt commits.
 func (a *Activities) FullBackup(ctx context.Context, p FullBackupParams) (FullBackupResult, error) {
-	dsn, err := p.Source.Resolve()
+	src, err := openSource(ctx, p.Source, map[string]string{
+		optionSlotName: p.SlotName, optionPublication: p.Publication, optionSetReplicaIdentity: p.SetReplicaIdentity,
+	})
 	if err != nil {
 		return FullBackupResult{}, a.temporalError(err)
 	}
+	defer src.Close()
 	ch, err := a.openChain(ctx, p.Store)
 	if err != nil {
 		return FullBackupResult{}, a.temporalError(err)
 	}
 	info := activity.GetInfo(ctx)
 	var mu sync.Mutex
-	var last pgsource.Progress
+	var last source.Progress
 	stop := a.heartbeat(ctx, func() any {
 		mu.Lock()
 		defer mu.Unlock()
 		return last
 	})
 	defer stop()
-	var identitySet []pgsource.IdentityGap
-	m, err := pgsource.FullBackup(ctx, ch, pgsource.FullBackupOptions{
-		DSN:                dsn,
-		ChainSlot:          p.ChainSlot,
-		SlotName:           p.SlotName,
-		Publication:        p.Publication,
-		Parallel:           p.Parallel,
-		AttemptID:          fmt.Sprintf("%s-%d", info.WorkflowExecution.RunID, info.Attempt),
-		SetReplicaIdentity: p.SetReplicaIdentity,
-		OnReplicaIdentitySet: func(g pgsource.IdentityGap) {
+	var identitySet []source.TableIssue
+	m, err := src.FullBackup(ctx, ch, source.FullOptions{
+		ChainLog:  p.ChainSlot,
+		Parallel:  p.Parallel,
+		AttemptID: fmt.Sprintf("%s-%d", info.WorkflowExecution.RunID, info.Attempt),
+		OnTableFixed: func(g source.TableIssue) {
 			activity.GetLogger(ctx).Info("REPLICA-IDENTITY-SET: gave a published table a usable replica identity, so its updates and deletes keep working",
 				"store", p.Store.URL, "table", g.Table, "was", g.Why, "ran", g.Fix)
 			identitySet = append(identitySet, g)
 		},
-		Progress: func(pr pgsource.Progress) {
+		Progress: func(pr source.Progress) {
 			mu.Lock()
 			last = pr
 			mu.Unlock()

@@ -6,17 +6,17 @@ import (
 	"go.temporal.io/sdk/activity"
 
 	"github.com/sluicehq/sluice/internal/health"
-	pgsource "github.com/sluicehq/sluice/internal/source/postgres"
+	"github.com/sluicehq/sluice/internal/source"
 )
 
 // identityReporter returns what a capture window calls with each check of
 // the tables its publication publishes without a usable replica identity: it
 // tells the health tracker (the run's gauge and /status) and logs one WARN
 // per table per run, with the statement that fixes it.
-func (a *Activities) identityReporter(ctx context.Context, k health.Key, store string) func([]pgsource.IdentityGap) {
-	return func(gaps []pgsource.IdentityGap) {
+func (a *Activities) identityReporter(ctx context.Context, k health.Key, store string) func([]source.TableIssue) {
+	return func(gaps []source.TableIssue) {
 		names := make([]string, len(gaps))
-		byName := make(map[string]pgsource.IdentityGap, len(gaps))
+		byName := make(map[string]source.TableIssue, len(gaps))
 		for i, g := range gaps {
 			names[i] = g.Table
 			byName[g.Table] = g

@@ -12,7 +12,7 @@ import (
 	"github.com/sluicehq/sluice/internal/credentials"
 	"github.com/sluicehq/sluice/internal/health"
 	"github.com/sluicehq/sluice/internal/producer"
-	pgsource "github.com/sluicehq/sluice/internal/source/postgres"
+	"github.com/sluicehq/sluice/internal/source"
 )
 
 // ProducerParams name a chain and its source.
@@ -57,26 +57,28 @@ type WindowResult struct {
 	Stopped bool `json:"stopped,omitempty"`
 }
 
+// producerOptions opens the chain and its source; the caller closes
+// Options.Source.
 func (a *Activities) producerOptions(ctx context.Context, p ProducerParams) (*chain.Chain, producer.Options, error) {
-	dsn, err := p.Source.Resolve()
+	src, err := openSource(ctx, p.Source, map[string]string{optionPublication: p.Publication})
 	if err != nil {
 		return nil, producer.Options{}, err
 	}
 	ch, err := a.openChain(ctx, p.Store)
 	if err != nil {
+		src.Close()
 		return nil, producer.Options{}, err
 	}
 	info := activity.GetInfo(ctx)
 	return ch, producer.Options{
-		DSN:   dsn,
-		Owner: p.Owner,
-		OnSlotTakeOver: func(pid int32) {
+		Source: src,
+		Owner:  p.Owner,
+		OnTakeOver: func(pid int64) {
 			activity.GetLogger(ctx).Warn("SLOT-TAKEN-OVER: ended an earlier connection of this producer that still held the chain slot (it died where the source had not noticed yet)",
 				"store", p.Store.URL, "pid", pid)
 		},
-		Publication: p.Publication,
-		Parallel:    p.Parallel,
-		AttemptID:   fmt.Sprintf("%s-%s-%d", info.WorkflowExecution.RunID, info.ActivityID, info.Attempt),
+		Parallel:  p.Parallel,
+		AttemptID: fmt.Sprintf("%s-%s-%d", info.WorkflowExecution.RunID, info.ActivityID, info.Attempt),
 	}, nil
 }
 
@@ -114,6 +116,7 @@ func (a *Activities) CaptureWindow(ctx context.Context, p WindowParams) (WindowR
 	if err != nil {
 		return WindowResult{}, a.temporalError(err)
 	}
+	defer o.Source.Close()
 	k := producerKey(p.Store)
 	a.Health.Configure(k, p.Health)
 	a.Health.Polled(k, false)
@@ -121,7 +124,7 @@ func (a *Activities) CaptureWindow(ctx context.Context, p WindowParams) (WindowR
 	// The capture loop's turns are its polls; it asks for the stop marker
 	// between transactions.
 	tick := func() { a.Health.Polled(k, false) }
-	slot := func(s pgsource.SlotStatus) { a.Health.Slot(k, s.RetainedBytes, s.WalStatus) }
+	slot := func(s source.LogHealth) { a.Health.Slot(k, s.RetainedBytes, s.WalStatus) }
 	identity := a.identityReporter(ctx, k, p.Store.URL)
 	stop := a.heartbeat(ctx, func() any { return a.runDetails(k, p.Health, map[string]any{"stopping": stopped()}) })
 	defer stop()
@@ -129,9 +132,9 @@ func (a *Activities) CaptureWindow(ctx context.Context, p WindowParams) (WindowR
 	// an earlier attempt (a slot left unconfirmed, a source that did not
 	// answer) no longer holds, though a quiet source delivers nothing.
 	drained := func() { a.Health.Succeeded(k) }
-	lim := pgsource.Limits{Duration: p.Rollover, Changes: p.MaxChanges, Bytes: p.MaxBytes, Idle: p.Idle, Stop: stopPoll, Tick: tick, Drained: drained, Slot: slot, Identity: identity}
+	lim := source.Limits{Duration: p.Rollover, Changes: p.MaxChanges, Bytes: p.MaxBytes, Idle: p.Idle, Stop: stopPoll, Tick: tick, Drained: drained, Log: slot, Tables: identity}
 	if p.UpToNow {
-		lim = pgsource.Limits{Until: "now", Idle: p.Idle, Tick: tick, Identity: identity}
+		lim = source.Limits{Until: "now", Idle: p.Idle, Tick: tick, Tables: identity}
 	}
 	res, err := producer.Window(ctx, ch, o, lim)
 	if err != nil {
@@ -161,6 +164,7 @@ func (a *Activities) RotateSegment(ctx context.Context, p ProducerParams) (produ
 	if err != nil {
 		return producer.Result{}, a.temporalError(err)
 	}
+	defer o.Source.Close()
 	// A rotation copies a whole new full; while it heartbeats, the producer
 	// counts as polling, not as a loop that stopped turning.
 	k := producerKey(p.Store)

@@ -5,6 +5,7 @@
 package engines
 
 import (
+	_ "github.com/sluicehq/sluice/internal/source/postgres" // PostgreSQL sources.
 	// PostgreSQL targets.
 	_ "github.com/sluicehq/sluice/internal/target/postgres"
 )

@@ -1,8 +1,9 @@
 // Package producer keeps a chain fed: it captures windows of whole source
-// transactions from the chain's slot and commits each as an incremental,
-// confirms the slot only after the catalog names the window, and rotates the
-// chain into a new segment. It is the domain behind the producer workflow and
-// `sluice backup incremental`, usable without Temporal.
+// transactions from the chain's log (through the source.Capture of the
+// chain's engine) and commits each as an incremental, confirms the capture
+// only after the catalog names the window, and rotates the chain into a new
+// segment. It is the domain behind the producer workflow and `sluice backup
+// incremental`, usable without Temporal, and knows no engine.
 package producer
 
 import (
@@ -13,7 +14,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/chain"
 	"github.com/sluicehq/sluice/internal/errcode"
-	pgsource "github.com/sluicehq/sluice/internal/source/postgres"
+	"github.com/sluicehq/sluice/internal/source"
 )
 
 // DefaultChunkBytes is the uncompressed size at which an incremental's
@@ -22,15 +23,13 @@ const DefaultChunkBytes = 8 << 20
 
 // Options configure a producer step.
 type Options struct {
-	// DSN is the source connection string, password resolved.
-	DSN string
-	// Owner names the run reading the chain slot (pgsource.CaptureOptions.Owner).
+	// Source is the chain's source database. Required.
+	Source source.Source
+	// Owner names the run reading the chain's log (source.CaptureOptions.Owner).
 	Owner string
-	// OnSlotTakeOver is told when the capture ended an earlier connection of
-	// the same owner to take the slot over (pgsource.CaptureOptions.OnTakeOver).
-	OnSlotTakeOver func(pid int32)
-	// Publication is the publication to read (default: sluice's own).
-	Publication string
+	// OnTakeOver is told when the capture ended an earlier session of the
+	// same owner to take the log over (source.CaptureOptions.OnTakeOver).
+	OnTakeOver func(session int64)
 	// ChunkBytes is the raw size of a change chunk (default DefaultChunkBytes).
 	ChunkBytes int
 	// AttemptID names this attempt's data folder, data/<AttemptID>/.
@@ -59,8 +58,9 @@ type Result struct {
 	SegmentLength int `json:"segment_length"`
 	// Links is the number of links in the whole chain after the step.
 	Links int `json:"links"`
-	// Slot is the slot's health after the step.
-	Slot pgsource.SlotStatus `json:"slot"`
+	// Slot is the health of the chain's log position (PostgreSQL: its slot)
+	// after the step.
+	Slot source.LogHealth `json:"slot"`
 	// LastCommit is the source commit time of the window's last transaction.
 	LastCommit time.Time `json:"last_commit,omitempty"`
 }
@@ -75,12 +75,15 @@ func (o *Options) defaults() error {
 	if o.AttemptID == "" {
 		return errors.New("producer: attempt ID is required")
 	}
+	if o.Source == nil {
+		return errors.New("producer: a source is required")
+	}
 	return nil
 }
 
-// openTip loads the catalog, checks the chain can be fed from a slot, and
+// openTip loads the catalog, checks the chain is of the source's engine, and
 // opens a capture session at the tip's end with the schema as of the tip.
-func openTip(ctx context.Context, ch *chain.Chain, o Options) (*chain.Catalog, *pgsource.Capture, error) {
+func openTip(ctx context.Context, ch *chain.Chain, o Options) (*chain.Catalog, source.Capture, error) {
 	cat, err := ch.LoadCatalog(ctx)
 	if err != nil {
 		return nil, nil, err
@@ -88,20 +91,16 @@ func openTip(ctx context.Context, ch *chain.Chain, o Options) (*chain.Catalog, *
 	if err := chain.ValidateCatalog(cat); err != nil {
 		return nil, nil, err
 	}
-	if cat.Source.Engine != "postgres" {
-		return nil, nil, errcode.New(errcode.ConfigInvalid, "the chain's source engine is %q; this producer reads postgres", cat.Source.Engine)
-	}
-	if cat.Source.Slot == "" {
-		return nil, nil, errcode.New(errcode.SlotMissing, "the chain at %s was taken without --chain-slot, so no slot anchors its incrementals", ch.Store())
+	if engine := o.Source.Engine(); cat.Source.Engine != engine {
+		return nil, nil, errcode.New(errcode.ConfigInvalid, "the chain's source engine is %q; this producer reads %s", cat.Source.Engine, engine)
 	}
 	schema, err := ch.SchemaAt(ctx, cat, cat.Tip().ID)
 	if err != nil {
 		return nil, nil, err
 	}
-	capt, err := pgsource.OpenCapture(ctx, pgsource.CaptureOptions{
-		DSN: o.DSN, Slot: cat.Source.Slot, Publication: o.Publication, Source: cat.Source, Owner: o.Owner,
-		OnTakeOver: o.OnSlotTakeOver,
-	}, cat.Tip().EndPosition, schema)
+	capt, err := o.Source.OpenCapture(ctx, source.CaptureOptions{
+		Source: cat.Source, Start: cat.Tip().EndPosition, Schema: schema, Owner: o.Owner, OnTakeOver: o.OnTakeOver,
+	})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -112,7 +111,7 @@ func openTip(ctx context.Context, ch *chain.Chain, o Options) (*chain.Catalog, *
 // incremental. An empty window commits nothing. A retried window starts from
 // whatever tip the catalog names, so it neither drops nor repeats a
 // transaction.
-func Window(ctx context.Context, ch *chain.Chain, o Options, lim pgsource.Limits) (Result, error) {
+func Window(ctx context.Context, ch *chain.Chain, o Options, lim source.Limits) (Result, error) {
 	if err := o.defaults(); err != nil {
 		return Result{}, err
 	}
@@ -157,7 +156,7 @@ func Window(ctx context.Context, ch *chain.Chain, o Options, lim pgsource.Limits
 	}
 	res.SegmentLength = len(cat.Segments[len(cat.Segments)-1].Incrementals)
 	res.Links = len(cat.Links())
-	res.Slot, err = capt.Health(ctx)
+	res.Slot, err = capt.LogHealth(ctx)
 	return res, err
 }
 
@@ -175,8 +174,8 @@ func Rotate(ctx context.Context, ch *chain.Chain, o Options) (Result, error) {
 		return Result{}, err
 	}
 	defer capt.Close()
-	full, cleanupFull, err := pgsource.RotationFull(ctx, ch, pgsource.FullBackupOptions{
-		DSN: o.DSN, AttemptID: o.AttemptID + "-full", Parallel: o.Parallel, Now: o.Now,
+	full, cleanupFull, err := o.Source.RotationFull(ctx, ch, source.FullOptions{
+		AttemptID: o.AttemptID + "-full", Parallel: o.Parallel, Now: o.Now,
 	}, cat.Source)
 	if err != nil {
 		return Result{}, err
@@ -187,7 +186,7 @@ func Rotate(ctx context.Context, ch *chain.Chain, o Options) (Result, error) {
 		cleanupFull()
 		return Result{}, err
 	}
-	win, err := capt.Next(ctx, pgsource.Limits{Before: full.EndPosition}, w.add(ctx))
+	win, err := capt.Next(ctx, source.Limits{Before: full.EndPosition}, w.add(ctx))
 	if err != nil {
 		return fail(err)
 	}
@@ -225,7 +224,7 @@ func Rotate(ctx context.Context, ch *chain.Chain, o Options) (Result, error) {
 	}
 	res.SegmentLength = 0
 	res.Links = len(next.Links())
-	res.Slot, err = capt.Health(ctx)
+	res.Slot, err = capt.LogHealth(ctx)
 	return res, err
 }
 
@@ -245,7 +244,7 @@ func newChangeWriter(ch *chain.Chain, attempt string, limit int) *changeWriter {
 	return &changeWriter{ch: ch, attempt: attempt, limit: limit, b: chain.NewChangeBuilder()}
 }
 
-func (w *changeWriter) add(ctx context.Context) pgsource.Sink {
+func (w *changeWriter) add(ctx context.Context) source.Sink {
 	return func(c *chain.Change) error {
 		if err := w.b.Append(c); err != nil {
 			return err
@@ -279,7 +278,7 @@ func (w *changeWriter) flush(ctx context.Context) error {
 }
 
 // manifest flushes the last chunk and stores the incremental's manifest.
-func (w *changeWriter) manifest(ctx context.Context, cat *chain.Catalog, win pgsource.Window, now time.Time) (*chain.Manifest, error) {
+func (w *changeWriter) manifest(ctx context.Context, cat *chain.Catalog, win source.Window, now time.Time) (*chain.Manifest, error) {
 	if err := w.flush(ctx); err != nil {
 		return nil, err
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/chain"
 	"github.com/sluicehq/sluice/internal/errcode"
+	"github.com/sluicehq/sluice/internal/source"
 )
 
 // DefaultPublication is the publication a producer creates (for all tables)
@@ -254,92 +255,25 @@ func (c *Capture) confirm(ctx context.Context) error {
 	return nil
 }
 
-// Limits bound one window. A window ends only between source transactions.
-type Limits struct {
-	// Duration ends the window at the first transaction boundary after it
-	// elapsed, once the window holds a transaction.
-	Duration time.Duration
-	// Changes and Bytes end the window at the next transaction boundary
-	// once reached (0: no bound).
-	Changes int64
-	Bytes   int64
-	// Until, when set, ends the window once the stream has passed it: a
-	// one-shot incremental up to the source's position at its start.
-	Until string
-	// Before, when set, delivers only transactions whose commit record lies
-	// before it and ends the window at the first that does not (a rotation
-	// closes the old segment exactly at the new full's anchor). The capture
-	// cannot be used for another window after a Before window.
-	Before string
-	// Idle returns an empty window after this long without a transaction
-	// (0: never; the window waits for one).
-	Idle time.Duration
-	// Stop is polled between transactions (so it must be cheap); true ends
-	// the window there, with what it holds.
-	Stop func() bool
-	// Tick, when set, is called as the loop turns: between transactions and
-	// every 1024 messages inside one (so it must be cheap). It tells a
-	// health tracker the capture is alive while a large transaction decodes.
-	Tick func()
-	// Drained, when set, is called when a keepalive shows the window holds
-	// nothing and no transaction is open: the source has nothing the chain
-	// lacks up to the server's position. A health tracker reads it as a
-	// poll that ended well (a failure before it no longer holds).
-	Drained func()
-	// Slot, when set, receives the slot's status at the window's first turn
-	// and then every SlotReportEvery, between transactions, so a quiet
-	// window (which may last minutes) still reports retained WAL.
-	Slot func(SlotStatus)
-	// Identity, when set, receives at the window's first turn and then
-	// every SlotReportEvery, between transactions, the tables the
-	// publication publishes without a usable replica identity (empty when
-	// there are none): a table created while the stream runs is published
-	// at once, and its updates and deletes fail in the application.
-	Identity func([]IdentityGap)
-}
-
-// SlotReportEvery is how often a window reads its slot's status for Limits.Slot.
-const SlotReportEvery = 30 * time.Second
-
-// Window is what one window captured.
-type Window struct {
-	// Transactions and Changes count what was delivered to the sink.
-	Transactions int64
-	Changes      int64
-	// Bytes is the volume of decoded log messages read.
-	Bytes int64
-	// End is the position after the last delivered transaction (the start
-	// position when none was).
-	End string
-	// Schema is the whole schema after the window's schema changes, or nil.
-	Schema *chain.Schema
-	// LastCommit is the commit time of the last transaction.
-	LastCommit time.Time
-}
-
-// Sink receives each change in order. The Change and its value slices are
-// only valid during the call.
-type Sink func(*chain.Change) error
-
 // Next captures one window of whole transactions into sink.
-func (c *Capture) Next(ctx context.Context, lim Limits, sink Sink) (Window, error) {
+func (c *Capture) Next(ctx context.Context, lim source.Limits, sink source.Sink) (source.Window, error) {
 	var until, before pglogrepl.LSN
 	if lim.Until != "" {
 		var err error
 		if until, err = pglogrepl.ParseLSN(lim.Until); err != nil {
-			return Window{}, fmt.Errorf("window bound %q: %w", lim.Until, err)
+			return source.Window{}, fmt.Errorf("window bound %q: %w", lim.Until, err)
 		}
 	}
 	if lim.Before != "" {
 		var err error
 		if before, err = pglogrepl.ParseLSN(lim.Before); err != nil {
-			return Window{}, fmt.Errorf("window bound %q: %w", lim.Before, err)
+			return source.Window{}, fmt.Errorf("window bound %q: %w", lim.Before, err)
 		}
 	}
 	if c.spent {
-		return Window{}, errors.New("capture session already ended at a rotation bound")
+		return source.Window{}, errors.New("capture session already ended at a rotation bound")
 	}
-	w := Window{End: c.start.String()}
+	w := source.Window{End: c.start.String()}
 	end := c.start
 	began := time.Now()
 	lastTx := began
@@ -354,16 +288,16 @@ func (c *Capture) Next(ctx context.Context, lim Limits, sink Sink) (Window, erro
 		if lim.Tick != nil && (!inTx || turns%1024 == 0) {
 			lim.Tick()
 		}
-		if lim.Slot != nil && !inTx && time.Since(slotReadAt) >= SlotReportEvery {
+		if lim.Log != nil && !inTx && time.Since(slotReadAt) >= source.ReportEvery {
 			slotReadAt = time.Now()
-			if st, err := c.Health(ctx); err == nil {
-				lim.Slot(st)
+			if st, err := c.LogHealth(ctx); err == nil {
+				lim.Log(st)
 			}
 		}
-		if lim.Identity != nil && !inTx && time.Since(identityReadAt) >= SlotReportEvery {
+		if lim.Tables != nil && !inTx && time.Since(identityReadAt) >= source.ReportEvery {
 			identityReadAt = time.Now()
 			if gaps, err := identityGaps(ctx, c.sql, c.o.Publication); err == nil {
-				lim.Identity(gaps)
+				lim.Tables(tableIssues(gaps))
 			}
 		}
 		if !inTx {
@@ -583,40 +517,42 @@ func tupleValues(dst []chain.Value, t *pglogrepl.TupleData) []chain.Value {
 	return dst
 }
 
-// SlotStatus is the health of the chain's slot as PostgreSQL reports it.
-type SlotStatus struct {
-	// WalStatus is pg_replication_slots.wal_status: reserved, extended,
-	// unreserved or lost.
-	WalStatus string `json:"wal_status"`
-	// RetainedBytes is how much WAL the slot holds back.
-	RetainedBytes int64 `json:"retained_bytes"`
-	// ConfirmedFlush is the slot's confirmed position.
-	ConfirmedFlush string `json:"confirmed_flush"`
-	// Active is true while a connection streams from the slot.
-	Active bool `json:"active"`
-}
-
 // SlotHealth reads the slot's status; a missing or invalidated slot is a
 // refusal, since only a new full and slot can recover.
-func SlotHealth(ctx context.Context, conn *pgx.Conn, slot string) (SlotStatus, error) {
-	var s SlotStatus
+func SlotHealth(ctx context.Context, conn *pgx.Conn, slot string) (source.LogHealth, error) {
+	var s source.LogHealth
 	err := conn.QueryRow(ctx, `SELECT coalesce(wal_status, ''), coalesce(pg_wal_lsn_diff(pg_current_wal_lsn(), restart_lsn), 0)::bigint,
 			coalesce(confirmed_flush_lsn::text, ''), active
-		FROM pg_replication_slots WHERE slot_name = $1`, slot).Scan(&s.WalStatus, &s.RetainedBytes, &s.ConfirmedFlush, &s.Active)
+		FROM pg_replication_slots WHERE slot_name = $1`, slot).Scan(&s.WalStatus, &s.RetainedBytes, &s.Confirmed, &s.Active)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return s, errcode.New(errcode.SlotMissing, "replication slot %q does not exist on the source", slot)
 	}
 	if err != nil {
 		return s, classify(err, "read slot "+slot)
 	}
-	if s.WalStatus == "lost" {
+	s.State = logState(s.WalStatus)
+	if s.State == source.LogLost {
 		return s, errcode.New(errcode.SlotInvalidated, "PostgreSQL invalidated replication slot %q (wal_status lost): the WAL it needed was removed", slot)
 	}
 	return s, nil
 }
 
-// Health reads the slot's status over the capture's SQL connection.
-func (c *Capture) Health(ctx context.Context) (SlotStatus, error) {
+// logState maps pg_replication_slots.wal_status to a log state: reserved
+// and extended keep every WAL file the slot needs, unreserved is past
+// max_slot_wal_keep_size (its WAL goes at the next checkpoint), lost is gone.
+func logState(walStatus string) source.LogState {
+	switch walStatus {
+	case "unreserved":
+		return source.LogAtRisk
+	case "lost":
+		return source.LogLost
+	default:
+		return source.LogOK
+	}
+}
+
+// LogHealth reads the slot's status over the capture's SQL connection.
+func (c *Capture) LogHealth(ctx context.Context) (source.LogHealth, error) {
 	return SlotHealth(ctx, c.sql, c.o.Slot)
 }
 

@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/sluicehq/sluice/internal/chain"
+	"github.com/sluicehq/sluice/internal/source"
 	"github.com/sluicehq/sluice/internal/testenv"
 )
 
@@ -150,7 +151,7 @@ func TestTextValuesIgnoreTheSourceSessionSettings(t *testing.T) {
 	}
 	defer capt.Close()
 	inserts := 0
-	_, err = capt.Next(ctx, Limits{Until: until}, func(c *chain.Change) error {
+	_, err = capt.Next(ctx, source.Limits{Until: until}, func(c *chain.Change) error {
 		if c.Op != chain.OpInsert || c.Table != "public.t" {
 			return nil
 		}

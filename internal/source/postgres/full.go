@@ -17,6 +17,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/chain"
 	"github.com/sluicehq/sluice/internal/errcode"
+	"github.com/sluicehq/sluice/internal/source"
 )
 
 // DefaultChunkBytes is the uncompressed size at which a table's rows are cut
@@ -52,21 +53,12 @@ type FullBackupOptions struct {
 	// AttemptID names this attempt's data folder, data/<AttemptID>/.
 	AttemptID string
 	// Progress, when set, is called about once a second and at the end.
-	Progress func(Progress)
+	Progress func(source.Progress)
 	// AfterSnapshot, when set, runs once the snapshot is held by every copy
 	// connection and before any row is read (tests use it).
 	AfterSnapshot func(context.Context) error
 	// Now returns the time recorded in the manifest (default time.Now).
 	Now func() time.Time
-}
-
-// Progress reports how far a full backup has come.
-type Progress struct {
-	TablesTotal int   `json:"tables_total"`
-	TablesDone  int   `json:"tables_done"`
-	Rows        int64 `json:"rows"`
-	RawBytes    int64 `json:"raw_bytes"`
-	StoredBytes int64 `json:"stored_bytes"`
 }
 
 func (o *FullBackupOptions) defaults() error {
@@ -266,7 +258,7 @@ func takeSnapshot(ctx context.Context, ch *chain.Chain, o FullBackupOptions, slo
 		FormatVersion: chain.ManifestFormatVersion,
 		Kind:          chain.KindFull,
 		Source: chain.SourceInfo{
-			Engine:   "postgres",
+			Engine:   EngineName,
 			SystemID: sys.SystemID,
 			Database: sys.DBName,
 		},
@@ -440,7 +432,7 @@ func (b *fullBackup) report(total int) {
 	if b.o.Progress == nil {
 		return
 	}
-	b.o.Progress(Progress{
+	b.o.Progress(source.Progress{
 		TablesTotal: total,
 		TablesDone:  int(b.tablesDone.Load()),
 		Rows:        b.rows.Load(),
