@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"go.temporal.io/sdk/client"
@@ -11,6 +12,7 @@ import (
 	"github.com/sluicehq/sluice/activities"
 	"github.com/sluicehq/sluice/internal/credentials"
 	"github.com/sluicehq/sluice/internal/errcode"
+	"github.com/sluicehq/sluice/internal/source"
 	"github.com/sluicehq/sluice/workflows"
 )
 
@@ -20,17 +22,28 @@ type sourceFlags struct {
 }
 
 func (s *sourceFlags) bind(cmd *cobra.Command) {
-	cmd.Flags().StringVar(&s.driver, "source-driver", "postgres", "source engine: postgres")
-	cmd.Flags().StringVar(&s.dsn, "source", "", "source DSN without a password, e.g. postgres://user@host:5432/db")
+	cmd.Flags().StringVar(&s.driver, "source-driver", source.DefaultDriver, "source engine: "+strings.Join(source.Drivers(), ", "))
+	cmd.Flags().StringVar(&s.dsn, "source", "", "source DSN without a password, e.g. "+source.Form(source.DefaultDriver))
 	cmd.Flags().StringVar(&s.passwordEnv, "source-password-env", "", "name of an environment variable of the worker that holds the source password")
 	cmd.Flags().StringVar(&s.passwordFile, "source-password-file", "", "path, on the worker's host, of a file holding the source password")
 }
 
+// ref checks the flags and returns the reference. A source of the default
+// driver names none, so its runs' inputs and workflow IDs are those of runs
+// recorded before drivers existed.
 func (s *sourceFlags) ref() (credentials.DSNRef, error) {
-	if s.driver != "postgres" {
-		return credentials.DSNRef{}, errcode.New(errcode.ConfigInvalid, "--source-driver %q: this sluice backs up postgres", s.driver)
+	driver, ok := source.Canonical(s.driver)
+	if !ok {
+		return credentials.DSNRef{}, errcode.New(errcode.ConfigInvalid, "--source-driver %q is not known; use one of %s", s.driver, strings.Join(source.Drivers(), ", "))
 	}
-	return credentials.NewDSNRef("--source", s.dsn, s.passwordEnv, s.passwordFile)
+	ref, err := credentials.NewDSNRef("--source", s.dsn, s.passwordEnv, s.passwordFile)
+	if err != nil {
+		return ref, err
+	}
+	if driver != source.DefaultDriver {
+		ref.Driver = driver
+	}
+	return ref, nil
 }
 
 func (c *cli) backupFullCmd() *cobra.Command {
