@@ -240,25 +240,9 @@ func (a *Applier) Apply(ctx context.Context, tx pgx.Tx, c *chain.Change) error {
 	return nil
 }
 
-func opName(op chain.Op) string {
-	switch op {
-	case chain.OpInsert:
-		return "insert"
-	case chain.OpUpdate:
-		return "update"
-	case chain.OpDelete:
-		return "delete"
-	case chain.OpTruncate:
-		return "truncate"
-	case chain.OpSchema:
-		return "schema change"
-	}
-	return "change " + strconv.Quote(string(rune(op)))
-}
-
 // changeErr describes a change that cannot be applied.
 func changeErr(c *chain.Change, format string, args ...any) error {
-	return fmt.Errorf("apply %s to %s (xid %d, change %d): %s", opName(c.Op), c.Table, c.XID, c.Ordinal, fmt.Sprintf(format, args...))
+	return fmt.Errorf("apply %s to %s (xid %d, change %d): %s", c.Op.String(), c.Table, c.XID, c.Ordinal, fmt.Sprintf(format, args...))
 }
 
 // table returns the tracked table of a row change and checks its images.
@@ -555,7 +539,7 @@ func (a *Applier) delete(c *chain.Change) error {
 // row and returns which of its columns the match compares.
 func (a *Applier) keylessOld(ts *tableState, c *chain.Change) ([]bool, error) {
 	if c.OldKind != 'O' {
-		return nil, changeErr(c, "table %s has no key and the change carries no whole old row (REPLICA IDENTITY FULL is needed to %s its rows)", c.Table, opName(c.Op))
+		return nil, changeErr(c, "table %s has no key and the change carries no whole old row (REPLICA IDENTITY FULL is needed to %s its rows)", c.Table, c.Op.String())
 	}
 	match := growFlags(&a.matBuf, len(ts.cols))
 	some := false
@@ -937,9 +921,9 @@ func (a *Applier) send(ctx context.Context, pc *pgconn.PgConn) error {
 	}
 	if i < len(a.queue) {
 		e := &a.queue[i]
-		what := fmt.Sprintf("apply %s to %s (xid %d, change %d)", opName(e.op), e.table, e.xid, e.ordinal)
+		what := fmt.Sprintf("apply %s to %s (xid %d, change %d)", e.op.String(), e.table, e.xid, e.ordinal)
 		if e.kind == entryPrepare {
-			what = fmt.Sprintf("prepare %s of %s for xid %d, change %d", opName(e.op), e.table, e.xid, e.ordinal)
+			what = fmt.Sprintf("prepare %s of %s for xid %d, change %d", e.op.String(), e.table, e.xid, e.ordinal)
 		}
 		return classify(failed, what)
 	}

@@ -47,88 +47,22 @@ func applyIncrementalTx(ctx context.Context, conn *pgx.Conn, tx pgx.Tx, ch *chai
 	a := NewApplier(schema)
 	defer func() { _ = a.Release(context.WithoutCancel(ctx), conn) }()
 
-	var f framing
-	for _, ref := range m.Chunks {
-		it, err := ch.ReadChangeChunk(ctx, ref)
-		if err != nil {
-			return nil, err
+	err := ch.WalkIncremental(ctx, m, func(c *chain.Change) error {
+		if err := a.Apply(ctx, tx, c); err != nil {
+			return fmt.Errorf("incremental %s: %w", m.ID, err)
 		}
-		var n int64
-		for it.Next() {
-			c := it.Change()
-			if err := f.check(c); err != nil {
-				return nil, errcode.Wrap(errcode.ChunkCorrupt, err, "incremental %s, chunk %s, record %d", m.ID, ref.Key, n)
-			}
-			if err := a.Apply(ctx, tx, c); err != nil {
-				return nil, fmt.Errorf("incremental %s: %w", m.ID, err)
-			}
-			n++
-		}
-		if err := it.Err(); err != nil {
-			return nil, err
-		}
-		if n != ref.Rows {
-			return nil, errcode.New(errcode.ChunkCorrupt, "incremental %s: chunk %s holds %d change records, the manifest records %d", m.ID, ref.Key, n, ref.Rows)
-		}
+		return nil
+	}, func(changes int64) error {
 		if err := a.Flush(ctx, tx); err != nil {
-			return nil, fmt.Errorf("incremental %s: %w", m.ID, err)
+			return fmt.Errorf("incremental %s: %w", m.ID, err)
 		}
 		if progress != nil {
-			progress(f.changes)
+			progress(changes)
 		}
-	}
-	if f.open {
-		return nil, errcode.New(errcode.ChunkCorrupt, "incremental %s ends inside source transaction %d", m.ID, f.xid)
-	}
-	if f.changes != m.Changes || f.txns != m.Transactions {
-		return nil, errcode.New(errcode.ManifestInvalid,
-			"incremental %s holds %d changes in %d transactions, the manifest records %d in %d",
-			m.ID, f.changes, f.txns, m.Changes, m.Transactions)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return a.Schema(), nil
-}
-
-// framing checks that change records come in source transactions.
-type framing struct {
-	open       bool
-	identified bool // the open transaction's begin carries an identity
-	xid        uint32
-	ordinal    int64 // last ordinal seen in the open transaction, -1 before any
-	changes    int64 // records other than begin and commit
-	txns       int64
-}
-
-func (f *framing) check(c *chain.Change) error {
-	switch c.Op {
-	case chain.OpBegin:
-		if f.open {
-			return fmt.Errorf("begin of transaction %d inside transaction %d", c.XID, f.xid)
-		}
-		f.open, f.identified, f.xid, f.ordinal = true, c.Identified, c.XID, -1
-		return nil
-	case chain.OpCommit:
-		if !f.open {
-			return fmt.Errorf("commit of transaction %d outside a transaction", c.XID)
-		}
-		if f.identified && c.Identified && c.XID != f.xid {
-			return fmt.Errorf("commit of transaction %d closes transaction %d", c.XID, f.xid)
-		}
-		f.open = false
-		f.txns++
-		return nil
-	}
-	f.changes++
-	if !f.open {
-		return fmt.Errorf("%s of %s outside a transaction", opName(c.Op), c.Table)
-	}
-	if f.identified && c.Identified {
-		if c.XID != f.xid {
-			return fmt.Errorf("change of transaction %d inside transaction %d", c.XID, f.xid)
-		}
-		if int64(c.Ordinal) <= f.ordinal {
-			return fmt.Errorf("change %d of transaction %d follows change %d", c.Ordinal, c.XID, f.ordinal)
-		}
-		f.ordinal = int64(c.Ordinal)
-	}
-	return nil
 }

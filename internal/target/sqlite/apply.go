@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/sluicehq/sluice/internal/chain"
@@ -133,25 +132,9 @@ func (a *applier) apply(ctx context.Context, q execer, c *chain.Change) error {
 	return fmt.Errorf("apply change: unknown operation %#x", byte(c.Op))
 }
 
-func opName(op chain.Op) string {
-	switch op {
-	case chain.OpInsert:
-		return "insert"
-	case chain.OpUpdate:
-		return "update"
-	case chain.OpDelete:
-		return "delete"
-	case chain.OpTruncate:
-		return "truncate"
-	case chain.OpSchema:
-		return "schema change"
-	}
-	return "change " + strconv.Quote(string(rune(op)))
-}
-
 // changeErr describes a change that cannot be applied.
 func changeErr(c *chain.Change, format string, args ...any) error {
-	return fmt.Errorf("apply %s to %s (xid %d, change %d): %s", opName(c.Op), c.Table, c.XID, c.Ordinal, fmt.Sprintf(format, args...))
+	return fmt.Errorf("apply %s to %s (xid %d, change %d): %s", c.Op.String(), c.Table, c.XID, c.Ordinal, fmt.Sprintf(format, args...))
 }
 
 // table returns the tracked table of a row change and checks its images.
@@ -189,7 +172,7 @@ func (a *applier) arg(ts *tableState, c *chain.Change, i int, v chain.Value) err
 	col := &ts.cols[i]
 	x, _, err := col.fromChange(v)
 	if err != nil {
-		return fmt.Errorf("apply %s to %s (xid %d, change %d): %w", opName(c.Op), c.Table, c.XID, c.Ordinal, refuseValue(c.Table, col, err))
+		return fmt.Errorf("apply %s to %s (xid %d, change %d): %w", c.Op.String(), c.Table, c.XID, c.Ordinal, refuseValue(c.Table, col, err))
 	}
 	a.args = append(a.args, x)
 	return nil
@@ -201,7 +184,7 @@ func (a *applier) exec(ctx context.Context, st *sql.Stmt, c *chain.Change) error
 	clear(a.args)
 	a.args = a.args[:0]
 	if err != nil {
-		return classify(err, fmt.Sprintf("apply %s to %s (xid %d, change %d)", opName(c.Op), c.Table, c.XID, c.Ordinal))
+		return classify(err, fmt.Sprintf("apply %s to %s (xid %d, change %d)", c.Op.String(), c.Table, c.XID, c.Ordinal))
 	}
 	return nil
 }
@@ -413,7 +396,7 @@ func (a *applier) delete(ctx context.Context, q execer, c *chain.Change) error {
 // rowid, so of two identical rows exactly one changes.
 func (a *applier) keylessChange(ctx context.Context, q execer, ts *tableState, c *chain.Change) error {
 	if c.OldKind != 'O' {
-		return changeErr(c, "table %s has no key and the change carries no whole old row (REPLICA IDENTITY FULL is needed to %s its rows)", c.Table, opName(c.Op))
+		return changeErr(c, "table %s has no key and the change carries no whole old row (REPLICA IDENTITY FULL is needed to %s its rows)", c.Table, c.Op.String())
 	}
 	rowid := rowidName(ts.cols)
 	if rowid == "" {

@@ -74,85 +74,15 @@ func (t *Target) ClearRestoreLinks(ctx context.Context, chainID string) error {
 func applyIncremental(ctx context.Context, conn *sql.Conn, ch *chain.Chain, m *chain.Manifest, schema *chain.Schema, progress func(changes int64)) error {
 	a := newApplier(schema, nil)
 	defer a.close()
-	var f framing
-	for _, ref := range m.Chunks {
-		it, err := ch.ReadChangeChunk(ctx, ref)
-		if err != nil {
-			return err
+	return ch.WalkIncremental(ctx, m, func(c *chain.Change) error {
+		if err := a.apply(ctx, conn, c); err != nil {
+			return fmt.Errorf("incremental %s: %w", m.ID, err)
 		}
-		var n int64
-		for it.Next() {
-			c := it.Change()
-			if err := f.check(c); err != nil {
-				return errcode.Wrap(errcode.ChunkCorrupt, err, "incremental %s, chunk %s, record %d", m.ID, ref.Key, n)
-			}
-			if err := a.apply(ctx, conn, c); err != nil {
-				return fmt.Errorf("incremental %s: %w", m.ID, err)
-			}
-			n++
-		}
-		if err := it.Err(); err != nil {
-			return err
-		}
-		if n != ref.Rows {
-			return errcode.New(errcode.ChunkCorrupt, "incremental %s: chunk %s holds %d change records, the manifest records %d", m.ID, ref.Key, n, ref.Rows)
-		}
+		return nil
+	}, func(changes int64) error {
 		if progress != nil {
-			progress(f.changes)
+			progress(changes)
 		}
-	}
-	if f.open {
-		return errcode.New(errcode.ChunkCorrupt, "incremental %s ends inside source transaction %d", m.ID, f.xid)
-	}
-	if f.changes != m.Changes || f.txns != m.Transactions {
-		return errcode.New(errcode.ManifestInvalid, "incremental %s holds %d changes in %d transactions, the manifest records %d in %d",
-			m.ID, f.changes, f.txns, m.Changes, m.Transactions)
-	}
-	return nil
-}
-
-// framing checks that an incremental's change records come in source
-// transactions: row, truncate and schema changes only between a begin and
-// its commit, and, where the records are identified, of the open
-// transaction with increasing ordinals.
-type framing struct {
-	open, identified bool
-	xid              uint32
-	last             int64 // the open transaction's last ordinal, -1 before any
-	changes, txns    int64
-}
-
-func (f *framing) check(c *chain.Change) error {
-	switch c.Op {
-	case chain.OpBegin:
-		if f.open {
-			return fmt.Errorf("begin of transaction %d inside transaction %d", c.XID, f.xid)
-		}
-		f.open, f.identified, f.xid, f.last = true, c.Identified, c.XID, -1
 		return nil
-	case chain.OpCommit:
-		if !f.open {
-			return fmt.Errorf("commit of transaction %d outside a transaction", c.XID)
-		}
-		if f.identified && c.Identified && c.XID != f.xid {
-			return fmt.Errorf("commit of transaction %d closes transaction %d", c.XID, f.xid)
-		}
-		f.open = false
-		f.txns++
-		return nil
-	}
-	f.changes++
-	if !f.open {
-		return fmt.Errorf("%s of %s outside a transaction", opName(c.Op), c.Table)
-	}
-	if f.identified && c.Identified {
-		if c.XID != f.xid {
-			return fmt.Errorf("change of transaction %d inside transaction %d", c.XID, f.xid)
-		}
-		if int64(c.Ordinal) <= f.last {
-			return fmt.Errorf("change %d of transaction %d follows change %d", c.Ordinal, c.XID, f.last)
-		}
-		f.last = int64(c.Ordinal)
-	}
-	return nil
+	})
 }
