@@ -22,6 +22,23 @@ import (
 
 func init() {
 	target.Register("sqlite", "/path/to/file.db", open, "sqlite3")
+	target.RegisterTraits("sqlite", target.Traits{Describe: describe, MaxLanes: 1})
+}
+
+// describe checks a target DSN's form without opening it and names the
+// file. The worker opens the path on its own host, so a relative path,
+// which would depend on the worker's working directory, is refused.
+func describe(dsn string) (string, error) {
+	path, _, err := driverDSN(dsn)
+	if err != nil {
+		return "", err
+	}
+	plain := strings.TrimPrefix(path, "file:")
+	plain = strings.TrimPrefix(plain, "//")
+	if !strings.HasPrefix(plain, "/") {
+		return "", errcode.New(errcode.ConfigInvalid, "SQLite target %q is not an absolute path; the worker opens it on its own host, so give the full path (e.g. /var/lib/sluice/replica.db)", dsn)
+	}
+	return "sqlite:" + plain, nil
 }
 
 // busyTimeoutMillis is how long a connection waits for another writer's
