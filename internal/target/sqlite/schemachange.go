@@ -29,6 +29,9 @@ func (a *applier) schemaChange(ctx context.Context, q execer, c *chain.Change) e
 		old.closeStmts()
 		if !needsRebuild(old.def, next.def) {
 			if err := execAll(ctx, q, alterSQL(old.def, next.def)); err == nil {
+				if err := fillDefaults(ctx, q, old.def, next.def, next.name); err != nil {
+					return err
+				}
 				a.tables[next.def.QualifiedName()] = next
 				return nil
 			}
@@ -43,6 +46,11 @@ func (a *applier) schemaChange(ctx context.Context, q execer, c *chain.Change) e
 	}
 	if err := execAll(ctx, q, stmts); err != nil {
 		return fmt.Errorf("apply schema change of %s (xid %d, change %d): %w", c.Table, c.XID, c.Ordinal, err)
+	}
+	if old != nil {
+		if err := fillDefaults(ctx, q, old.def, next.def, next.name); err != nil {
+			return err
+		}
 	}
 	a.tables[next.def.QualifiedName()] = next
 	return nil

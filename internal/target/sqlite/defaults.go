@@ -1,0 +1,94 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/sluicehq/sluice/internal/chain"
+	"github.com/sluicehq/sluice/internal/errcode"
+	"github.com/sluicehq/sluice/internal/value"
+)
+
+// PostgreSQL's ADD COLUMN … DEFAULT gives every existing row the default
+// without writing a row change to its log, so the chain carries no values
+// for those rows: the target must compute them. fillDefaults does, for the
+// columns next has that old had not, when the default is a constant; a
+// default SQLite cannot compute (a sequence, now(), any other expression)
+// on a table that holds rows is refused, never left NULL.
+func fillDefaults(ctx context.Context, q execer, old, next *chain.Table, name string) error {
+	had := map[string]bool{}
+	if old != nil {
+		for _, c := range storedColumns(old) {
+			had[foldName(c.name)] = true
+		}
+	}
+	for _, c := range next.SuppliedColumns() {
+		if had[foldName(c.Name)] || c.Default == "" {
+			continue
+		}
+		text, isNull, ok := constantDefault(c.Default)
+		if isNull {
+			continue
+		}
+		if !ok {
+			var one int
+			err := q.QueryRowContext(ctx, "SELECT 1 FROM "+quoteIdent(name)+" LIMIT 1").Scan(&one)
+			if errors.Is(err, sql.ErrNoRows) {
+				continue // no row to give it to
+			}
+			if err != nil {
+				return classify(err, "look for rows of "+name)
+			}
+			return errcode.New(errcode.TargetValueRefused,
+				"table %s, added column %s: its default %s is not a constant, so SQLite cannot compute the values PostgreSQL gave the rows that exist; nothing of this schema change was applied",
+				next.QualifiedName(), c.Name, c.Default)
+		}
+		col := newColumn(c)
+		v, err := value.DecodePGText(col.kind, []byte(text))
+		if err != nil {
+			return errcode.New(errcode.TargetValueRefused, "table %s, added column %s: default %s does not read as %s: %v",
+				next.QualifiedName(), c.Name, c.Default, col.kind, err)
+		}
+		arg, err := render(col.kind, v)
+		if err != nil {
+			return refuseValue(next.QualifiedName(), &col, err)
+		}
+		if _, err := q.ExecContext(ctx, "UPDATE "+quoteIdent(name)+" SET "+col.quoted+" = ?", arg); err != nil {
+			return classify(err, fmt.Sprintf("give the rows of %s the default of %s", name, c.Name))
+		}
+	}
+	return nil
+}
+
+var (
+	numberLiteral = regexp.MustCompile(`^[-+]?[0-9]+(\.[0-9]*)?([eE][-+]?[0-9]+)?$`)
+	stringLiteral = regexp.MustCompile(`^'((?:[^']|'')*)'(?:::[A-Za-z_][A-Za-z0-9_ ."\[\]()]*)?$`)
+	nullLiteral   = regexp.MustCompile(`^(?i:null)(?:::[A-Za-z_][A-Za-z0-9_ ."\[\]()]*)?$`)
+)
+
+// constantDefault reads a PostgreSQL default expression (as pg_get_expr
+// prints it) that is a constant — a number, a quoted literal with an
+// optional cast, true or false, NULL — into the text form of its value.
+// ok is false for anything else.
+func constantDefault(expr string) (text string, isNull, ok bool) {
+	e := strings.TrimSpace(expr)
+	for strings.HasPrefix(e, "(") && strings.HasSuffix(e, ")") {
+		e = strings.TrimSpace(e[1 : len(e)-1])
+	}
+	switch {
+	case nullLiteral.MatchString(e):
+		return "", true, true
+	case e == "true" || e == "false":
+		return e[:1], false, true
+	case numberLiteral.MatchString(e):
+		return e, false, true
+	}
+	if m := stringLiteral.FindStringSubmatch(e); m != nil {
+		return strings.ReplaceAll(m[1], "''", "'"), false, true
+	}
+	return "", false, false
+}
