@@ -9,7 +9,7 @@ import (
 	"github.com/sluicehq/sluice/internal/chain"
 	"github.com/sluicehq/sluice/internal/credentials"
 	"github.com/sluicehq/sluice/internal/errcode"
-	pgsource "github.com/sluicehq/sluice/internal/source/postgres"
+	"github.com/sluicehq/sluice/internal/source"
 	"github.com/sluicehq/sluice/internal/target"
 )
 
@@ -80,7 +80,10 @@ func (a *Activities) PlanRestore(ctx context.Context, p PlanRestoreParams) (Rest
 	if err != nil {
 		return RestorePlan{}, a.temporalError(err)
 	}
-	plan := RestorePlan{ChainID: cat.ChainID, FullID: m.ID, Rows: m.Rows, Through: through, NotCarried: pgsource.NotCarried}
+	// What the source engine does not carry, as that engine says it (an
+	// engine this worker does not link in carries no note).
+	traits, _ := source.TraitsOf(m.Source.Engine)
+	plan := RestorePlan{ChainID: cat.ChainID, FullID: m.ID, Rows: m.Rows, Through: through, NotCarried: traits.NotCarried}
 	for _, l := range path[1:] {
 		plan.Incrementals = append(plan.Incrementals, l.ID)
 		plan.Changes += l.Changes

@@ -2,6 +2,7 @@ package main
 
 import (
 	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/internal/source"
 	"github.com/sluicehq/sluice/internal/target"
 )
 
@@ -12,6 +13,6 @@ func init() {
 		if k == config.Targets {
 			return target.Names()
 		}
-		return []string{config.DefaultDriver}
+		return source.Names()
 	}
 }

@@ -1,11 +1,14 @@
-// Package engines links every target engine into a binary: importing it
-// (for its side effects) registers each engine with its registry, so the
-// worker, the CLI and tests open engines by driver name and never import
-// an engine package themselves.
+// Package engines links every source and target engine into a binary:
+// importing it (for its side effects) registers each engine with its
+// registry, so the worker, the CLI and tests open engines by driver name and
+// never import an engine package themselves.
 package engines
 
 import (
-	_ "github.com/sluicehq/sluice/internal/source/postgres" // PostgreSQL sources.
+	// PostgreSQL sources.
+	_ "github.com/sluicehq/sluice/internal/source/postgres"
 	// PostgreSQL targets.
 	_ "github.com/sluicehq/sluice/internal/target/postgres"
+	// SQLite targets.
+	_ "github.com/sluicehq/sluice/internal/target/sqlite"
 )
