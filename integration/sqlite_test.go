@@ -1,0 +1,249 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"math/rand"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	// Tests reach the real PostgreSQL to read the source's rows.
+	"github.com/jackc/pgx/v5"
+
+	"github.com/sluicehq/sluice/internal/chain"
+	"github.com/sluicehq/sluice/internal/errcode"
+	sqlitetarget "github.com/sluicehq/sluice/internal/target/sqlite"
+	"github.com/sluicehq/sluice/internal/testenv"
+	"github.com/sluicehq/sluice/internal/value"
+	"github.com/sluicehq/sluice/workflows"
+)
+
+// PostgreSQL → SQLite end to end: the producer streams a live workload
+// (keyless table, key changes, TOASTed values, an added column, a new table,
+// a truncate, a large transaction) while the broker, started cold with
+// --reset-target-data into an SQLite file, applies it; the broker's worker
+// is SIGKILLed again and again while it applies. At the end the file holds exactly the
+// source's rows, compared value by value through each column's neutral kind.
+func TestPostgresToSQLiteSurvivesWorkerKills(t *testing.T) {
+	src := testenv.CreateDB(t, "sqlsrc")
+	testenv.Exec(t, src, workloadSchema)
+	chainURL := fileChain(t)
+	file := filepath.Join(t.TempDir(), "replica.db")
+	// The producer runs on a worker of its own; the broker's worker is the
+	// one killed, so the kills land while it applies.
+	producer := ownWorker(t, "sqliteproducer")
+	pq := producer.args
+	worker := ownWorker(t, "sqlitekills")
+	q := worker.args
+	stream := fmt.Sprintf("sqlite-%d", time.Now().UnixNano()%1e6)
+
+	mustSluice(t, pq("backup", "full", "--source", testenv.DSN(src), "--target", chainURL, "--chain-slot")...)
+	mustSluice(t, pq("backup", "stream", "run", "--source", testenv.DSN(src), "--target", chainURL,
+		"--rollover-window", "1s", "--retain-rotate-at-chain-length", "5", "--detach")...)
+	run := func(flags ...string) {
+		mustSluice(t, q(append([]string{"sync", "from-backup", "run", "--backup-target", chainURL, "--target-driver", "sqlite",
+			"--target", file, "--stream-id", stream, "--poll-interval", "300ms", "--detach"}, flags...)...)...)
+	}
+	run("--reset-target-data", "--yes")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	wl := &workload{db: src, steps: 600, bigTx: 200_000, pause: 30 * time.Millisecond}
+	done := make(chan error, 1)
+	go func() { done <- wl.run(ctx, t) }()
+
+	cl := temporalClient(t)
+	defer cl.Close()
+	rng := rand.New(rand.NewSource(time.Now().UnixNano()))
+	kills := 0
+	midApply := 0
+	for finished := false; !finished || kills < 8; kills++ {
+		// Give the run time to apply, then kill as soon as it is seen inside
+		// an incremental, or at a random moment a little later.
+		time.Sleep(time.Duration(500+rng.Intn(1000)) * time.Millisecond)
+		deadline := time.Now().Add(time.Duration(500+rng.Intn(1500)) * time.Millisecond)
+		var st workflows.BrokerStatus
+		for time.Now().Before(deadline) {
+			st, _ = brokerStatus(t, cl, stream) // queries need a live worker: ask before the kill
+			if st.Applying != "" {
+				midApply++
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		worker.kill()
+		t.Logf("kill %d at workload step %d: broker last applied %s, applying %s, %d changes", kills+1, wl.progress(), short(st.LastApplied), short(st.Applying), st.ChangesApplied)
+		// The killed run's activity would wait out its heartbeat timeout:
+		// end the run and start the broker again (a warm resume), as an
+		// operator would; fencing keeps a zombie of the old run out.
+		_ = cl.TerminateWorkflow(context.Background(), "broker/"+stream, "", "crash test")
+		worker.restart()
+		if kills > 0 || st.LastApplied != "" {
+			run()
+		} else {
+			run("--reset-target-data", "--yes") // killed before the reset recorded a position
+		}
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+			finished = true
+		default:
+		}
+		if kills > 40 {
+			t.Fatal("the workload did not finish")
+		}
+	}
+	t.Logf("%d of %d kills landed inside an incremental", midApply, kills)
+	testenv.Exec(t, src, `UPDATE accounts SET balance = balance + 1 WHERE id % 3 = 0`)
+	waitCaughtUp(t, src, 3*time.Minute)
+	mustSluice(t, pq("backup", "stream", "stop", "--target", chainURL)...)
+	waitWorkflowEnd(t, "producer/"+chainURL, time.Minute)
+	waitBrokerAt(t, stream, lastIncremental(t, chainURL, nil), 5*time.Minute)
+	requireSameRowsSQLite(t, src, chainURL, file)
+	mustSluice(t, q("sync", "from-backup", "stop", "--backup-target", chainURL, "--stream-id", stream)...)
+	waitWorkflowEnd(t, "broker/"+stream, time.Minute)
+}
+
+// An SQLite target takes one writer: more lanes are refused before anything
+// starts, and a relative path (the worker would resolve it) too.
+func TestSQLiteTargetUsageRefusals(t *testing.T) {
+	chainURL := fileChain(t)
+	for _, tc := range []struct {
+		name string
+		args []string
+	}{
+		{"lanes", []string{"--target", filepath.Join(t.TempDir(), "r.db"), "--apply-concurrency", "4"}},
+		{"relative path", []string{"--target", "replica.db"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := append([]string{"sync", "from-backup", "run", "--backup-target", chainURL, "--target-driver", "sqlite",
+				"--stream-id", "s", "--detach"}, tc.args...)
+			r := sluice(t, args...)
+			if r.exit != errcode.ExitUsage {
+				t.Fatalf("exit %d, want %d: %s", r.exit, errcode.ExitUsage, r)
+			}
+		})
+	}
+}
+
+// requireSameRowsSQLite compares every table of the chain's newest schema in
+// the source and in the SQLite file, row multisets of values rendered
+// through their neutral kinds.
+func requireSameRowsSQLite(t *testing.T, src, chainURL, file string) {
+	t.Helper()
+	ctx := context.Background()
+	ch, cat := openChainAt(t, chainURL)
+	schema, err := ch.SchemaAt(ctx, cat, cat.Tip().ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tgt, err := sqlitetarget.Open(ctx, file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tgt.Close(ctx)
+	cfg, err := pgx.ParseConfig(testenv.DSN(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range chain.PostgresTextSettings() {
+		cfg.RuntimeParams[k] = v // the settings the chain's text values are read under
+	}
+	sc, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sc.Close(ctx)
+	var diffs []string
+	for i := range schema.Tables {
+		tb := &schema.Tables[i]
+		cols := make([]string, len(tb.Columns))
+		for j, c := range tb.Columns {
+			cols[j] = pgx.Identifier{c.Name}.Sanitize() + "::text"
+		}
+		rows, err := sc.Query(ctx, "SELECT "+strings.Join(cols, ", ")+" FROM "+pgx.Identifier{tb.Schema, tb.Name}.Sanitize())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want []string
+		for rows.Next() {
+			texts := make([]*string, len(cols))
+			dest := make([]any, len(cols))
+			for j := range texts {
+				dest[j] = &texts[j]
+			}
+			if err := rows.Scan(dest...); err != nil {
+				t.Fatal(err)
+			}
+			vals := make([]value.Value, len(cols))
+			for j, s := range texts {
+				if s == nil {
+					vals[j] = value.Value{Null: true}
+					continue
+				}
+				if vals[j], err = value.DecodePGText(tb.Columns[j].NeutralKind(), []byte(*s)); err != nil {
+					t.Fatalf("source %s.%s = %q: %v", tb.Name, tb.Columns[j].Name, *s, err)
+				}
+			}
+			want = append(want, renderRow(t, tb, vals))
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		stored, err := tgt.ReadRows(ctx, tb)
+		if err != nil {
+			diffs = append(diffs, fmt.Sprintf("%s: %v", tb.Name, err))
+			continue
+		}
+		var got []string
+		for _, r := range stored {
+			got = append(got, renderRow(t, tb, r))
+		}
+		slices.Sort(want)
+		slices.Sort(got)
+		if !slices.Equal(want, got) {
+			diffs = append(diffs, fmt.Sprintf("%s: source %d rows, SQLite %d rows; first difference: %s", tb.Name, len(want), len(got), firstDiff(want, got)))
+		}
+	}
+	if len(diffs) > 0 {
+		t.Fatalf("SQLite target %s differs from source %s:\n%s", file, src, strings.Join(diffs, "\n"))
+	}
+}
+
+// renderRow renders a row's values in PostgreSQL's text form by kind.
+func renderRow(t *testing.T, tb *chain.Table, vals []value.Value) string {
+	t.Helper()
+	parts := make([]string, len(vals))
+	for i, v := range vals {
+		if v.Null {
+			parts[i] = "NULL"
+			continue
+		}
+		b, err := value.EncodePGText(tb.Columns[i].NeutralKind(), v)
+		if err != nil {
+			t.Fatalf("render %s.%s: %v", tb.Name, tb.Columns[i].Name, err)
+		}
+		parts[i] = string(b)
+	}
+	return strings.Join(parts, "|")
+}
+
+func firstDiff(a, b []string) string {
+	for i := 0; i < len(a) && i < len(b); i++ {
+		if a[i] != b[i] {
+			return fmt.Sprintf("source %q, SQLite %q", a[i], b[i])
+		}
+	}
+	if len(a) > len(b) {
+		return fmt.Sprintf("source has %q more", a[len(b)])
+	}
+	if len(b) > len(a) {
+		return fmt.Sprintf("SQLite has %q more", b[len(a)])
+	}
+	return "none"
+}
