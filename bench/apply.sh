@@ -87,6 +87,7 @@ SLUICE=$ROOT/bin/sluice
 PIDFILE=$SLUICE_STATE/worker.pid
 HZ=$(getconf CLK_TCK)
 
+SQLITE_FILE=$DIR/sqlite-target.db
 SRC=sluice_bench_apply_src
 SUB=sluice_bench_apply_sub
 DST_PREFIX=sluice_bench_apply_c   # + concurrency
@@ -97,7 +98,7 @@ SUBNAME=bench_apply_sub
 PUB=sluice_all_tables
 CHAIN=$DIR/chain
 RSS_CHAIN=$DIR/rss-chain
-STREAMS=(bench-c1 bench-c4 bench-rss)
+STREAMS=(bench-c1 bench-c4 bench-sqlite bench-rss)
 TABLES=(bench_item bench_pair)
 SEED_ITEM=100000
 SEED_PAIR=100000
@@ -156,7 +157,7 @@ cleanup() {
 		sql postgres -c "DROP DATABASE IF EXISTS $db WITH (FORCE)"
 	done
 	# The chains and the generated SQL (gigabytes); results and logs stay.
-	rm -rf "$CHAIN" "$RSS_CHAIN" "$DIR"/*.sql
+	rm -rf "$CHAIN" "$RSS_CHAIN" "$DIR"/*.sql "$SQLITE_FILE" "$SQLITE_FILE"-wal "$SQLITE_FILE"-shm
 	return "$rc"
 }
 
@@ -166,7 +167,7 @@ preflight() {
 	[[ $CHANGES =~ ^[1-9][0-9]*$ ]] || die "BENCH_CHANGES must be a positive integer, not '$CHANGES'"
 	[[ $RSS_SMALL_MB =~ ^[1-9][0-9]*$ && $RSS_LARGE_MB =~ ^[1-9][0-9]*$ ]] || die "BENCH_RSS_SMALL_MB and BENCH_RSS_LARGE_MB must be positive integers"
 	local t
-	for t in jq psql curl temporal top; do
+	for t in jq psql curl temporal top sqlite3; do
 		command -v "$t" >/dev/null || die "$t is needed (temporal: make services builds it into ~/.cache/sluice/bin)"
 	done
 	[[ -x $SLUICE && -x $ROOT/bin/sluice-worker ]] || die "bin/sluice or bin/sluice-worker is missing; run make build"
@@ -387,6 +388,13 @@ fingerprint() {
 	done
 }
 
+# sums_pg DB / sums_sqlite FILE: per table, rows and sums of integer columns
+# — the same figures from either engine, where text renderings differ.
+SUMS_ITEM="SELECT 'bench_item ' || count(*) || ' ' || sum(id) || ' ' || sum(qty) FROM bench_item"
+SUMS_PAIR="SELECT 'bench_pair ' || count(*) || ' ' || sum(id) || ' ' || sum(v) FROM bench_pair"
+sums_pg() { sql "$1" -c "$SUMS_ITEM" -c "$SUMS_PAIR"; }
+sums_sqlite() { sqlite3 "$1" "$SUMS_ITEM; $SUMS_PAIR"; }
+
 # --- chain helpers ------------------------------------------------------------
 
 newest_catalog() { ls "$1"/catalog/gen-*.json | sort | tail -n 1; }
@@ -410,11 +418,16 @@ restore_full() { # restore_full CHAIN FULL_ID DB LOG
 		die "sluice restore into $3 failed: $(tail -n 5 "$4")"
 }
 
-# broker_until CHAIN STREAM AT LANES INC LOG DB: starts a broker on target DB
-# and returns once its status names INC as last applied (polled every 200 ms).
+# broker_until CHAIN STREAM AT LANES INC LOG DB [TARGET FLAG...]: starts a
+# broker on target database DB of this server (or, when given, on the target
+# the flags name) and returns once its status names INC as last applied
+# (polled every 200 ms).
 broker_until() {
 	local chain=$1 stream=$2 at=$3 lanes=$4 inc=$5 out=$6 db=$7 st la phase i
-	"$SLUICE" sync from-backup run --backup-target "file://$chain" --target "$(dsn "$db")" --stream-id "$stream" \
+	shift 7
+	local -a target=(--target "$(dsn "$db")")
+	(($# == 0)) || target=("$@")
+	"$SLUICE" sync from-backup run --backup-target "file://$chain" "${target[@]}" --stream-id "$stream" \
 		--at-chain-id "$at" --apply-concurrency "$lanes" --poll-interval 200ms --detach >"$out" 2>&1 ||
 		die "sluice sync from-backup run ($stream) failed: $(tail -n 5 "$out")"
 	for ((i = 0; ; i++)); do
@@ -548,6 +561,28 @@ main() {
 		sql postgres -c "DROP DATABASE $db WITH (FORCE)"
 	done
 
+	# --- 2b. the broker into SQLite (one writer) --------------------------
+	local sq_secs sq_act sq_rss sq_cpu sq_rate sq_ratio
+	log "sqlite: restoring the full into $SQLITE_FILE"
+	rm -f "$SQLITE_FILE" "$SQLITE_FILE"-wal "$SQLITE_FILE"-shm
+	"$SLUICE" restore --backup-target "file://$CHAIN" --target-driver sqlite --target "$SQLITE_FILE" --through "$full" >"$DIR/restore-sqlite.log" 2>&1 ||
+		die "sluice restore into $SQLITE_FILE failed: $(tail -n 5 "$DIR/restore-sqlite.log")"
+	restart_worker
+	log "sqlite: timing the broker (worker pid $WPID, 1 lane)"
+	start_step sluice-sqlite "$SRC"
+	t0=$(now)
+	broker_until "$CHAIN" bench-sqlite "$full" 1 "$inc" "$DIR/broker-sqlite.log" - --target-driver sqlite --target "$SQLITE_FILE"
+	t1=$(now)
+	sq_rss=$(hwm_mib "$WPID")
+	end_step sluice-sqlite "$SRC"
+	sq_secs=$(secs "$t0" "$t1")
+	sq_cpu=$(jq -nc --argjson w "$CPU_WORKER" --argjson t "$CPU_TEMPORAL" --argjson m "$CPU_BUSY" --argjson o "$CPU_OTHER" --argjson pct "$BUSY_PCT" \
+		'{worker: $w, temporal_server: $t, other: $o, machine_busy: $m, machine_busy_pct: $pct}')
+	[[ $(sums_sqlite "$SQLITE_FILE") == "$(sums_pg "$SRC")" ]] || die "sqlite: $SQLITE_FILE differs from the source: $(sums_sqlite "$SQLITE_FILE") against $(sums_pg "$SRC")"
+	broker_stop "$CHAIN" bench-sqlite
+	sq_act=$(apply_activity_secs bench-sqlite)
+	log "sqlite: ${sq_secs}s (apply activity ${sq_act}s), peak RSS $sq_rss MiB, CPU $sq_cpu; rows and sums equal the source"
+
 	# --- 3. PostgreSQL ---------------------------------------------------
 	log "timing PostgreSQL: ENABLE $SUBNAME until confirmed_flush_lsn >= $lsn1"
 	local p0 p1 pg_s caught=0 i errs
@@ -630,6 +665,8 @@ main() {
 	rpg=$(rate "$CHANGES" "$pg_s")
 	ratio1=$(awk -v a="$r1s" -v b="$rpg" 'BEGIN { printf "%.3f", a / b }')
 	ratio4=$(awk -v a="$r4s" -v b="$rpg" 'BEGIN { printf "%.3f", a / b }')
+	sq_rate=$(rate "$CHANGES" "$sq_secs")
+	sq_ratio=$(awk -v a="$sq_rate" -v b="$rpg" 'BEGIN { printf "%.3f", a / b }')
 	mem_kb=$(awk '/^MemTotal:/ { print $2 }' /proc/meminfo)
 	cpu_model=$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)
 
@@ -642,15 +679,17 @@ main() {
 		--argjson c1 "${S_CPU[1]}" --argjson c4 "${S_CPU[4]}" \
 		--argjson ps "$pg_s" --argjson pr "$rpg" --argjson pc "$pg_cpu" \
 		--argjson q1 "$ratio1" --argjson q4 "$ratio4" --argjson rss "$rss_json" \
+		--argjson qs "$sq_secs" --argjson qa "$sq_act" --argjson qr "$sq_rate" --argjson qh "$sq_rss" --argjson qc "$sq_cpu" --argjson qq "$sq_ratio" \
 		'{
 			machine: {nproc: $nproc, cpu_model: $cpu, mem_kb: $mem_kb, kernel: $kernel, postgres: $pg},
 			workload: {changes: $changes, transactions: $tx, inserts: $ins, updates: $upd, deletes: $del, wal_bytes: $wal, generate_seconds: $gen_s},
 			chain: {full: $full, incremental: $inc, raw_bytes: $raw, stored_bytes: $stored, chunks: $chunks, backup_incremental_seconds: $inc_s},
 			sluice: {
 				c1: {seconds: $s1, apply_activity_seconds: $a1, changes_per_second: $r1, peak_rss_mib: $h1, cpu_seconds: $c1},
-				c4: {seconds: $s4, apply_activity_seconds: $a4, changes_per_second: $r4, peak_rss_mib: $h4, cpu_seconds: $c4}},
+				c4: {seconds: $s4, apply_activity_seconds: $a4, changes_per_second: $r4, peak_rss_mib: $h4, cpu_seconds: $c4},
+				sqlite: {seconds: $qs, apply_activity_seconds: $qa, changes_per_second: $qr, peak_rss_mib: $qh, cpu_seconds: $qc}},
 			postgres: {seconds: $ps, changes_per_second: $pr, cpu_seconds: $pc},
-			ratio_changes_per_second: {c1_to_postgres: $q1, c4_to_postgres: $q4},
+			ratio_changes_per_second: {c1_to_postgres: $q1, c4_to_postgres: $q4, sqlite_to_postgres: $qq},
 			memory: $rss
 		}' >"$DIR/apply.json"
 
@@ -664,10 +703,12 @@ chain      incremental $inc: $m_chunks chunks, $(awk -v b="$m_raw" 'BEGIN { prin
                     seconds   changes/s   vs PG   peak RSS MiB   CPU s; machine busy
 sluice c1        $(printf '%9s %11s %7s %14s' "${S_SECS[1]}" "$r1s" "$ratio1" "${S_RSS[1]}")   $(jq -r '"worker \(.worker), postgres \(.postgres_total) (lanes \(.target_backends)), other \(.other); \(.machine_busy_pct) %"' <<<"${S_CPU[1]}")
 sluice c4        $(printf '%9s %11s %7s %14s' "${S_SECS[4]}" "$r4s" "$ratio4" "${S_RSS[4]}")   $(jq -r '"worker \(.worker), postgres \(.postgres_total) (lanes \(.target_backends)), other \(.other); \(.machine_busy_pct) %"' <<<"${S_CPU[4]}")
+sluice SQLite    $(printf '%9s %11s %7s %14s' "$sq_secs" "$sq_rate" "$sq_ratio" "$sq_rss")   $(jq -r '"worker \(.worker), other \(.other); \(.machine_busy_pct) %"' <<<"$sq_cpu")
 PostgreSQL       $(printf '%9s %11s %7s %14s' "$pg_s" "$rpg" "1.000" "-")   $(jq -r '"postgres \(.postgres_total) (apply \(.apply_worker), walsender \(.walsender)), other \(.other); \(.machine_busy_pct) %"' <<<"$pg_cpu")
 target commits: c1 $(jq -r .target_commits <<<"${S_CPU[1]}"), c4 $(jq -r .target_commits <<<"${S_CPU[4]}"); subscriber commits $(jq -r .subscriber_commits <<<"$pg_cpu")
 
-apply activity alone: c1 ${S_ACT[1]}s, c4 ${S_ACT[4]}s (the rest: workflow start, catalog poll, status polling)
+apply activity alone: c1 ${S_ACT[1]}s, c4 ${S_ACT[4]}s, SQLite ${sq_act}s (the rest: workflow start, catalog poll, status polling)
+(SQLite: one writer, into a file on this machine's disk; PostgreSQL's figure is its own subscriber into PostgreSQL)
 EOF
 	if [[ $RSS == 1 ]]; then
 		echo "memory ($RSS_LANES lanes):"
