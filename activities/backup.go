@@ -15,15 +15,16 @@ import (
 type FullBackupParams struct {
 	Store     StoreRef           `json:"store"`
 	Source    credentials.DSNRef `json:"source"`
-	ChainSlot bool               `json:"chain_slot,omitempty"`
-	SlotName  string             `json:"slot_name,omitempty"`
-	Parallel  int                `json:"parallel,omitempty"`
-	// Publication is ensured before the chain slot is created.
-	Publication string `json:"publication,omitempty"`
-	// SetReplicaIdentity is what the chain slot's full does about tables the
-	// publication would publish without a usable replica identity:
-	// "refuse" (the default) or "auto" (the postgres driver's
-	// set_replica_identity option).
+	// ChainSlot anchors the chain on a durable position in the source's log
+	// (a PostgreSQL replication slot) that incrementals continue from.
+	ChainSlot bool `json:"chain_slot,omitempty"`
+	Parallel  int  `json:"parallel,omitempty"`
+	// SlotName, Publication and SetReplicaIdentity are read from runs
+	// recorded before source options existed and never written: new runs
+	// carry them in Source.Options (OptionSlotName, OptionPublication,
+	// OptionSetReplicaIdentity).
+	SlotName           string `json:"slot_name,omitempty"`
+	Publication        string `json:"publication,omitempty"`
 	SetReplicaIdentity string `json:"set_replica_identity,omitempty"`
 }
 
@@ -48,7 +49,7 @@ type FullBackupResult struct {
 // unless the attempt commits.
 func (a *Activities) FullBackup(ctx context.Context, p FullBackupParams) (FullBackupResult, error) {
 	src, err := openSource(ctx, p.Source, map[string]string{
-		optionSlotName: p.SlotName, optionPublication: p.Publication, optionSetReplicaIdentity: p.SetReplicaIdentity,
+		OptionSlotName: p.SlotName, OptionPublication: p.Publication, OptionSetReplicaIdentity: p.SetReplicaIdentity,
 	})
 	if err != nil {
 		return FullBackupResult{}, a.temporalError(err)

@@ -17,9 +17,12 @@ import (
 
 // ProducerParams name a chain and its source.
 type ProducerParams struct {
-	Store       StoreRef           `json:"store"`
-	Source      credentials.DSNRef `json:"source"`
-	Publication string             `json:"publication,omitempty"`
+	Store  StoreRef           `json:"store"`
+	Source credentials.DSNRef `json:"source"`
+	// Publication is read from runs recorded before source options existed
+	// and never written: new runs carry it in Source.Options
+	// (OptionPublication).
+	Publication string `json:"publication,omitempty"`
 	// Parallel is how many tables a rotation's full copies at once.
 	Parallel int `json:"parallel,omitempty"`
 	// Health holds the run's verdict thresholds (zero: the defaults).
@@ -60,7 +63,7 @@ type WindowResult struct {
 // producerOptions opens the chain and its source; the caller closes
 // Options.Source.
 func (a *Activities) producerOptions(ctx context.Context, p ProducerParams) (*chain.Chain, producer.Options, error) {
-	src, err := openSource(ctx, p.Source, map[string]string{optionPublication: p.Publication})
+	src, err := openSource(ctx, p.Source, map[string]string{OptionPublication: p.Publication})
 	if err != nil {
 		return nil, producer.Options{}, err
 	}

@@ -7,13 +7,14 @@ import (
 	"github.com/sluicehq/sluice/internal/source"
 )
 
-// Driver options that runs' inputs carry as fields of their own (they were
-// recorded before inputs had options maps): the postgres driver's names for
-// the publication, the chain slot's name and the replica-identity mode.
+// Options of the postgres source driver that the CLI's flags set
+// (--publication, --slot-name, --set-replica-identity). New runs carry them
+// in the source reference's options; runs recorded before inputs had options
+// carry them as fields of their own, which openSource still reads.
 const (
-	optionPublication        = "publication"
-	optionSlotName           = "slot_name"
-	optionSetReplicaIdentity = "set_replica_identity"
+	OptionPublication        = "publication"
+	OptionSlotName           = "slot_name"
+	OptionSetReplicaIdentity = "set_replica_identity"
 )
 
 // openSource resolves a source's password reference here, in the worker,

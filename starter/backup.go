@@ -82,10 +82,12 @@ func (c *cli) backupFullCmd() *cobra.Command {
 			if setIdentity == "auto" && !chainSlot {
 				return usageError("--set-replica-identity auto readies the tables the chain's publication publishes; it needs --chain-slot")
 			}
-			in := workflows.FullBackupInput{Store: st, Source: ref, ChainSlot: chainSlot, SlotName: slotName, Publication: publication, Parallel: parallel}
-			if setIdentity == "auto" {
-				in.SetReplicaIdentity = setIdentity
+			if setIdentity != "auto" {
+				setIdentity = "" // refuse is the driver's default
 			}
+			ref.Options = sourceOptions(ref.Options, map[string]string{
+				activities.OptionSlotName: slotName, activities.OptionPublication: publication, activities.OptionSetReplicaIdentity: setIdentity})
+			in := workflows.FullBackupInput{Store: st, Source: ref, ChainSlot: chainSlot, Parallel: parallel}
 			var res activities.FullBackupResult
 			return c.start(cmd.Context(), launch{
 				id:       "backup-full/" + st.URL,

@@ -38,7 +38,24 @@ func (p *producerFlags) params() (activities.ProducerParams, error) {
 	if err != nil {
 		return activities.ProducerParams{}, err
 	}
-	return activities.ProducerParams{Store: st, Source: ref, Publication: p.publication}, nil
+	ref.Options = sourceOptions(ref.Options, map[string]string{activities.OptionPublication: p.publication})
+	return activities.ProducerParams{Store: st, Source: ref}, nil
+}
+
+// sourceOptions adds the driver options flags set (empty values are left
+// out) to a source reference's options; nil when there are none, so a run
+// without them records none.
+func sourceOptions(opts, set map[string]string) map[string]string {
+	for k, v := range set {
+		if v == "" {
+			continue
+		}
+		if opts == nil {
+			opts = map[string]string{}
+		}
+		opts[k] = v
+	}
+	return opts
 }
 
 func producerID(storeURL string) string { return "producer/" + storeURL }
