@@ -13,8 +13,8 @@ import (
 
 // FullBackupParams are the inputs of the FullBackup activity.
 type FullBackupParams struct {
-	Store     StoreRef           `json:"store"`
-	Source    credentials.DSNRef `json:"source"`
+	Store  StoreRef           `json:"store"`
+	Source credentials.DSNRef `json:"source"`
 	// ChainSlot anchors the chain on a durable position in the source's log
 	// (a PostgreSQL replication slot) that incrementals continue from.
 	ChainSlot bool `json:"chain_slot,omitempty"`
