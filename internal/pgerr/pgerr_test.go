@@ -7,6 +7,7 @@ import (
 	"io"
 	"testing"
 
+	// The package codes PostgreSQL's own errors: its tests provoke them.
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
