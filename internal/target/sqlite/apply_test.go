@@ -96,6 +96,9 @@ func TestMarksWrittenAndReadBack(t *testing.T) {
 	}
 	marks.Add("link-a", chain.Identity{XID: 8, CommitLSN: 1 << 63}, 4)
 	marks.Add("link-a", chain.Identity{XID: 8, CommitLSN: 1 << 63}, 6)
+	// Transactions named by opaque IDs (format 2) with the same first ordinal.
+	marks.Add("link-a", chain.Identity{Tx: "3e11fa47-71ca-11e1-9e33-c80aa9429562:23"}, 0)
+	marks.Add("link-a", chain.Identity{Tx: "0-1-4711"}, 0)
 	if err := l.Commit(ctx, target.Commit{Marks: &marks}); err != nil {
 		t.Fatal(err)
 	}
@@ -107,8 +110,10 @@ func TestMarksWrittenAndReadBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[chain.Identity][][2]uint32{
-		{XID: 7, CommitLSN: 700}:     {{0, 1}},
-		{XID: 8, CommitLSN: 1 << 63}: {{4, 4}, {6, 6}},
+		{XID: 7, CommitLSN: 700}:                        {{0, 1}},
+		{XID: 8, CommitLSN: 1 << 63}:                    {{4, 4}, {6, 6}},
+		{Tx: "3e11fa47-71ca-11e1-9e33-c80aa9429562:23"}: {{0, 0}},
+		{Tx: "0-1-4711"}:                                {{0, 0}},
 	}
 	if len(got) != len(want) {
 		t.Fatalf("marks %v, want %v", got, want)

@@ -29,9 +29,10 @@ var controlTablesSQL = []string{
 		link_id       TEXT    NOT NULL,
 		xid           INTEGER NOT NULL,
 		commit_lsn    INTEGER NOT NULL,
+		tx_id         TEXT    NOT NULL DEFAULT '',
 		first_ordinal INTEGER NOT NULL,
 		ranges        TEXT    NOT NULL,
-		PRIMARY KEY (stream_id, xid, commit_lsn, first_ordinal))`,
+		PRIMARY KEY (stream_id, xid, commit_lsn, tx_id, first_ordinal))`,
 }
 
 // nowSQL is the current time as the control tables record it.
@@ -110,8 +111,8 @@ func writeMarks(ctx context.Context, q execer, stream string, b *target.MarkBatc
 			buf = strconv.AppendUint(buf, uint64(r), 10)
 		}
 		buf = append(buf, ']')
-		_, err := q.ExecContext(ctx, `INSERT INTO `+marksTable+` (stream_id, link_id, xid, commit_lsn, first_ordinal, ranges) VALUES (?, ?, ?, ?, ?, ?)
-			ON CONFLICT DO NOTHING`, stream, b.Link, int64(id.XID), int64(id.CommitLSN), int64(ranges[0]), string(buf))
+		_, err := q.ExecContext(ctx, `INSERT INTO `+marksTable+` (stream_id, link_id, xid, commit_lsn, tx_id, first_ordinal, ranges) VALUES (?, ?, ?, ?, ?, ?, ?)
+			ON CONFLICT DO NOTHING`, stream, b.Link, int64(id.XID), int64(id.CommitLSN), id.Tx, int64(ranges[0]), string(buf))
 		if err != nil {
 			return marksErr(err, "write "+marksTable)
 		}
@@ -199,22 +200,22 @@ func (s stateStore) ReadMarks(ctx context.Context, stream string, add func(tx ch
 	if err != nil || !ok {
 		return err
 	}
-	rows, err := conn.QueryContext(ctx, `SELECT xid, commit_lsn, ranges FROM `+marksTable+` WHERE stream_id = ?`, stream)
+	rows, err := conn.QueryContext(ctx, `SELECT xid, commit_lsn, tx_id, ranges FROM `+marksTable+` WHERE stream_id = ?`, stream)
 	if err != nil {
 		return marksErr(err, "read "+marksTable)
 	}
 	defer rows.Close()
 	for rows.Next() {
 		var xid, lsn int64
-		var text string
-		if err := rows.Scan(&xid, &lsn, &text); err != nil {
+		var txID, text string
+		if err := rows.Scan(&xid, &lsn, &txID, &text); err != nil {
 			return marksErr(err, "read "+marksTable)
 		}
 		ranges, err := parseRanges(text)
 		if err != nil || xid < 0 || xid > math.MaxUint32 {
 			return errcode.New(errcode.ApplyMarksUnavailable, "a row of %s (xid %d) is damaged: ranges %q", marksTable, xid, text)
 		}
-		id := chain.Identity{XID: uint32(xid), CommitLSN: uint64(lsn)}
+		id := chain.Identity{XID: uint32(xid), CommitLSN: uint64(lsn), Tx: txID}
 		for i := 0; i < len(ranges); i += 2 {
 			add(id, ranges[i], ranges[i+1])
 		}
