@@ -38,7 +38,7 @@ func TestReplaceAndUpdateState(t *testing.T) {
 	if err := st.ReplaceState(ctx, "s1", &target.StateRow{Token: "a", Checksum: "1"}); err != nil {
 		t.Fatal(err)
 	}
-	exec(t, tg, `INSERT INTO sluice_cdc_apply_marks VALUES ('s1', 'l', 1, 2, 0, '[0,3]'), ('s2', 'l', 1, 2, 0, '[0,3]')`)
+	exec(t, tg, `INSERT INTO sluice_cdc_apply_marks (stream_id, link_id, xid, commit_lsn, first_ordinal, ranges) VALUES ('s1', 'l', 1, 2, 0, '[0,3]'), ('s2', 'l', 1, 2, 0, '[0,3]')`)
 	err := st.UpdateState(ctx, "s1", func(r target.StateRow) (target.StateRow, error) {
 		if r.Token != "a" {
 			t.Errorf("update sees %+v", r)
@@ -60,7 +60,7 @@ func TestReplaceAndUpdateState(t *testing.T) {
 	}
 	wantRows(t, tg, "SELECT stream_id FROM sluice_cdc_apply_marks", "s2")
 
-	exec(t, tg, `INSERT INTO sluice_cdc_apply_marks VALUES ('s3', 'l', 1, 2, 0, '[0')`)
+	exec(t, tg, `INSERT INTO sluice_cdc_apply_marks (stream_id, link_id, xid, commit_lsn, first_ordinal, ranges) VALUES ('s3', 'l', 1, 2, 0, '[0')`)
 	wantCode(t, st.ReadMarks(ctx, "s3", nil), errcode.ApplyMarksUnavailable)
 }
 
