@@ -32,10 +32,9 @@ type fakeTarget struct {
 
 // fakeMark is one stored range of marks.
 type fakeMark struct {
-	link      string
-	id        chain.Identity
-	lo, hi    uint32
-	positions int
+	link   string
+	id     chain.Identity
+	lo, hi uint32
 }
 
 // applied is one change a committed transaction applied.

@@ -151,8 +151,6 @@ func numericSpecial(sign uint16) []byte {
 	return cat(be16(0), be16(0), binary.BigEndian.AppendUint16(nil, sign), be16(0))
 }
 
-var epoch2000 = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
-
 // dateBin is days since 2000-01-01.
 func dateBin(t time.Time) []byte {
 	return be32(int32(t.Unix()/86400 - 10957))

@@ -93,25 +93,6 @@ func (a *applier) close() {
 	}
 }
 
-// schema returns the schema in force after the changes applied so far.
-func (a *applier) schema(base *chain.Schema) *chain.Schema {
-	s := chain.Schema{}
-	if base != nil {
-		s = *base
-	}
-	s.Tables = make([]chain.Table, 0, len(a.tables))
-	for _, ts := range a.tables {
-		s.Tables = append(s.Tables, *ts.def)
-	}
-	slices.SortFunc(s.Tables, func(x, y chain.Table) int {
-		if c := strings.Compare(x.Schema, y.Schema); c != 0 {
-			return c
-		}
-		return strings.Compare(x.Name, y.Name)
-	})
-	return &s
-}
-
 // apply applies one change on q, inside the caller's transaction. Begin
 // and commit records are no-ops.
 func (a *applier) apply(ctx context.Context, q execer, c *chain.Change) error {

@@ -198,6 +198,5 @@ func ins(table string, vals ...chain.Value) chain.Change {
 
 var (
 	txt     = chaintest.Text
-	null    = chain.Value{Kind: chain.ValueNull}
 	toasted = chain.Value{Kind: chain.ValueUnchanged}
 )

@@ -49,9 +49,6 @@ func nameOfQualified(qualified string) string {
 // quoteIdent quotes an SQLite identifier.
 func quoteIdent(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }
 
-// quoteLiteral quotes an SQLite string literal.
-func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
-
 // foldName folds a name as SQLite compares identifiers: ASCII letters
 // without case, every other character as it is.
 func foldName(s string) string {
