@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The main job on defaults that need nothing else: a demo source database on
 # this machine's PostgreSQL with a live workload, the producer feeding a
-# local-folder chain, and the broker replaying it into a second database —
-# all as Temporal workflows you can watch in the UI.
+# local-folder chain, and two brokers replaying it — into a second database
+# and into an SQLite file — all as Temporal workflows you can watch in the UI.
 #   demo.sh        start it all (again: it starts over)
 #   demo.sh stop   stop the workload, let producer and broker catch up, stop
 #                  them, and compare the two databases
@@ -14,6 +14,8 @@ SRC_DB=sluice_demo
 DST_DB=sluice_demo_replica
 CHAIN=file://$SLUICE_STATE/demo/chain
 STREAM=demo
+SQLITE_STREAM=demo-sqlite
+SQLITE_FILE=$SLUICE_STATE/demo/replica.db
 WORKLOAD_PID=$SLUICE_STATE/demo/workload.pid
 SLUICE=bin/sluice
 SRC="$PG/$SRC_DB?sslmode=disable"
@@ -44,6 +46,33 @@ compare() {
 	return $status
 }
 
+# compare_sqlite: the same tables' row counts in the SQLite replica (values
+# are stored by the rules of docs/sqlite-target.md, so their text differs).
+compare_sqlite() {
+	local status=0 t a b
+	if ! command -v sqlite3 >/dev/null; then
+		say "  (sqlite3 is not installed: apt-get install sqlite3 to compare $SQLITE_FILE)"
+		return 0
+	fi
+	for t in customers orders page_views; do
+		a=$(psql "$SRC" -qtA -c "SELECT count(*) FROM public.$t")
+		b=$(sqlite3 "$SQLITE_FILE" "SELECT count(*) FROM $t")
+		if [[ $a == "$b" ]]; then say "  $t: $a rows in both"; else say "  $t: DIFFERENT: source $a rows, SQLite $b"; status=1; fi
+	done
+	return $status
+}
+
+# wait_applied STREAM: until the stream has applied the chain's newest link.
+wait_applied() {
+	local last applied
+	for _ in $(seq 1 120); do
+		last=$(ls -t "$SLUICE_STATE/demo/chain/manifests/" | head -n 1 | sed 's/\.json$//')
+		applied=$($SLUICE sync from-backup status --stream-id "$1" --json 2>/dev/null | sed -n 's/.*"last_applied": "\([0-9a-f]*\)".*/\1/p')
+		[[ -n $last && $applied == "$last" ]] && return 0
+		sleep 0.5
+	done
+}
+
 if [[ ${1:-} == stop ]]; then
 	stop_workload
 	target=$(psql "$SRC" -qtA -c "SELECT pg_current_wal_lsn()")
@@ -54,26 +83,27 @@ if [[ ${1:-} == stop ]]; then
 		sleep 0.5
 	done
 	$SLUICE backup stream stop --target "$CHAIN" || true
-	say "waiting for the broker to apply the last incremental"
-	last=""
-	for _ in $(seq 1 120); do
-		last=$(ls -t "$SLUICE_STATE/demo/chain/manifests/" | head -n 1 | sed 's/\.json$//')
-		applied=$($SLUICE sync from-backup status --stream-id $STREAM --json 2>/dev/null | sed -n 's/.*"last_applied": "\([0-9a-f]*\)".*/\1/p')
-		[[ -n $last && $applied == "$last" ]] && break
-		sleep 0.5
-	done
+	say "waiting for the brokers to apply the last incremental"
+	wait_applied $STREAM
+	wait_applied $SQLITE_STREAM
 	$SLUICE sync from-backup stop --backup-target "$CHAIN" --stream-id $STREAM || true
+	$SLUICE sync from-backup stop --backup-target "$CHAIN" --stream-id $SQLITE_STREAM || true
 	say "comparing $SRC_DB with $DST_DB"
-	compare
-	exit $?
+	status=0
+	compare || status=1
+	say "comparing $SRC_DB with $SQLITE_FILE"
+	compare_sqlite || status=1
+	exit $status
 fi
 
 # Start over: stop what an earlier demo left running.
 stop_workload
 $SLUICE backup stream stop --target "$CHAIN" >/dev/null 2>&1 || true
 $SLUICE sync from-backup stop --backup-target "$CHAIN" --stream-id $STREAM >/dev/null 2>&1 || true
+$SLUICE sync from-backup stop --backup-target "$CHAIN" --stream-id $SQLITE_STREAM >/dev/null 2>&1 || true
 for _ in $(seq 1 60); do
-	running backup stream status --target "$CHAIN" || running sync from-backup status --stream-id $STREAM || break
+	running backup stream status --target "$CHAIN" || running sync from-backup status --stream-id $STREAM ||
+		running sync from-backup status --stream-id $SQLITE_STREAM || break
 	sleep 0.5
 done
 
@@ -111,7 +141,7 @@ INSERT INTO page_views SELECT '/p/' || (i % 100), now()::timestamp - i * interva
 	FROM generate_series(1, 50000) i;
 SQL
 
-rm -rf "$SLUICE_STATE/demo/chain"
+rm -rf "$SLUICE_STATE/demo/chain" "$SQLITE_FILE" "$SQLITE_FILE"-wal "$SQLITE_FILE"-shm
 mkdir -p "$SLUICE_STATE/demo"
 say "Temporal UI: http://127.0.0.1:8233 (namespace default)"
 say "full backup of $SRC_DB into $CHAIN, anchored on its own replication slot"
@@ -121,6 +151,9 @@ $SLUICE backup stream run --source "$SRC" --target "$CHAIN" --rollover-window 2s
 say "starting the broker into $DST_DB (cold start: it restores the chain, then tails it)"
 $SLUICE sync from-backup run --backup-target "$CHAIN" --target "$DST" --stream-id $STREAM \
 	--apply-concurrency 2 --poll-interval 1s --reset-target-data --yes --detach
+say "starting a second broker into the SQLite file $SQLITE_FILE (one writer, its own stream)"
+$SLUICE sync from-backup run --backup-target "$CHAIN" --target-driver sqlite --target "$SQLITE_FILE" --stream-id $SQLITE_STREAM \
+	--poll-interval 1s --reset-target-data --yes --detach
 
 say "starting a live workload on $SRC_DB"
 (
@@ -155,4 +188,6 @@ for _ in 1 2 3 4 5 6; do
 		"$(field incrementals_applied <<<"$json") incrementals and $(field changes_applied <<<"$json") changes applied"
 done
 say "running. Follow it:  bin/sluice sync from-backup status --stream-id $STREAM   /   bin/sluice backup stream status --target $CHAIN"
+say "look at the SQLite replica: sqlite3 $SQLITE_FILE 'SELECT count(*) FROM orders'   (sqlite3 is in Debian's packages)"
+say "  its broker: bin/sluice sync from-backup status --stream-id $SQLITE_STREAM"
 say "stop it and compare: make demo-stop"
