@@ -7,18 +7,8 @@ import (
 	"strings"
 
 	"github.com/sluicehq/sluice/internal/chain"
+	"github.com/sluicehq/sluice/internal/target"
 )
-
-// liveKey is the live target table's side of the key judgment.
-type liveKey struct {
-	missing     bool     // no table of that name: the broker creates it from the chain
-	supplied    bool     // a key of the table is made of columns the rows supply
-	surrogate   bool     // keyed, but only on columns the rows do not carry
-	keyCols     string   // the key's columns, for messages
-	arbiter     []string // the key's columns, when supplied
-	why         string   // why supplied is false
-	kindRefusal string   // a view stands under the name
-}
 
 // liveColumn is one column of a live table, from PRAGMA table_xinfo.
 type liveColumn struct {
@@ -41,8 +31,8 @@ type keyCandidate struct {
 // columns the rows supply (a single INTEGER PRIMARY KEY, the rowid, is
 // never NULL). The primary key is preferred, then a key the chain records,
 // then the first by name. A table keyed only by its rowid has no such key.
-func probeKey(ctx context.Context, q execer, qualified string, def *chain.Table) (liveKey, error) {
-	var lk liveKey
+func probeKey(ctx context.Context, q execer, qualified string, def *chain.Table) (target.LiveKey, error) {
+	var lk target.LiveKey
 	name := nameOfQualified(qualified)
 	if def != nil {
 		name = tableName(def)
@@ -53,10 +43,10 @@ func probeKey(ctx context.Context, q execer, qualified string, def *chain.Table)
 	}
 	switch typ {
 	case "":
-		lk.missing = true
+		lk.Missing = true
 		return lk, nil
 	case "view":
-		lk.kindRefusal = qualified + " is a view (SQLite " + stored + ")"
+		lk.KindRefusal = qualified + " is a view (SQLite " + stored + ")"
 		return lk, nil
 	}
 	cols, err := liveTableColumns(ctx, q, stored)
@@ -68,7 +58,7 @@ func probeKey(ctx context.Context, q execer, qualified string, def *chain.Table)
 		return lk, err
 	}
 	if len(cands) == 0 {
-		lk.why = "the table has no PRIMARY KEY or UNIQUE index (a rowid alone does not count)"
+		lk.Why = "the table has no PRIMARY KEY or UNIQUE index (a rowid alone does not count)"
 		return lk, nil
 	}
 	byName := map[string]liveColumn{}
@@ -98,9 +88,9 @@ func probeKey(ctx context.Context, q execer, qualified string, def *chain.Table)
 		}
 	}
 	if len(qualifying) == 0 {
-		lk.keyCols = strings.Join(cands[0].cols, ", ")
-		lk.surrogate = !carried
-		lk.why = "no PRIMARY KEY or UNIQUE index of NOT NULL columns the rows supply"
+		lk.KeyCols = strings.Join(cands[0].cols, ", ")
+		lk.Surrogate = !carried
+		lk.Why = "no PRIMARY KEY or UNIQUE index of NOT NULL columns the rows supply"
 		return lk, nil
 	}
 	pick := qualifying[0]
@@ -120,7 +110,7 @@ func probeKey(ctx context.Context, q execer, qualified string, def *chain.Table)
 			}
 		}
 	}
-	lk.supplied, lk.arbiter, lk.keyCols = true, pick.cols, strings.Join(pick.cols, ", ")
+	lk.Supplied, lk.Arbiter, lk.KeyCols = true, pick.cols, strings.Join(pick.cols, ", ")
 	return lk, nil
 }
 
