@@ -48,21 +48,8 @@ func (r *Router) Route(c *chain.Change) (key [][]byte, barrier bool) {
 	if len(keys) == 0 {
 		return nil, true
 	}
-	img := c.New
-	if c.OldKind != 0 {
-		img = c.Old
-	}
-	ki := -1
-	for i, k := range keys {
-		if carries(img, k) {
-			ki = i
-			break
-		}
-		if c.OldKind != 'K' {
-			break
-		}
-	}
-	if ki < 0 {
+	ki, img, ok := chain.KeyImage(c, keys)
+	if !ok {
 		return nil, true
 	}
 	cols := keys[ki]
@@ -83,14 +70,4 @@ func (r *Router) Route(c *chain.Change) (key [][]byte, barrier bool) {
 		}
 	}
 	return key, false
-}
-
-// carries reports whether a row image holds a value for every column of key.
-func carries(img []chain.Value, key []int) bool {
-	for _, k := range key {
-		if k >= len(img) || img[k].Kind != chain.ValueText {
-			return false
-		}
-	}
-	return true
 }

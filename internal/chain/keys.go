@@ -64,3 +64,33 @@ func (t *Table) CandidateKeys() [][]int {
 	}
 	return keys
 }
+
+// KeyImage chooses the candidate key (an index into keys, as CandidateKeys
+// gives them) an update or delete finds its row by, and the image holding
+// the key's values: the old image when the change has one, else the new
+// one. A key-only old image ('K') may carry a unique index's columns rather
+// than the primary key's, so the first candidate it carries whole is taken;
+// any other image must carry the first. ok is false when the image carries
+// no whole candidate (img is nil when the change has no image at all).
+func KeyImage(c *Change, keys [][]int) (ki int, img []Value, ok bool) {
+	img = c.New
+	if c.OldKind != 0 {
+		img = c.Old
+	}
+	if img == nil {
+		return 0, nil, false
+	}
+	for i, key := range keys {
+		whole := true
+		for _, k := range key {
+			whole = whole && k < len(img) && img[k].Kind == ValueText
+		}
+		if whole {
+			return i, img, true
+		}
+		if c.OldKind != 'K' {
+			break
+		}
+	}
+	return 0, img, false
+}

@@ -396,26 +396,14 @@ func insertSQL(ts *tableState) string {
 // rather than the primary key's, so the first candidate it fully carries
 // is taken.
 func (ts *tableState) rowKey(c *chain.Change) (int, []chain.Value, error) {
-	img := c.New
-	if c.OldKind != 0 {
-		img = c.Old
-	}
-	if img == nil {
+	ki, img, ok := chain.KeyImage(c, ts.keys)
+	switch {
+	case img == nil:
 		return 0, nil, changeErr(c, "no row image to find the row by")
+	case !ok:
+		return 0, nil, changeErr(c, "the row image carries no value for a key column")
 	}
-	for ki, key := range ts.keys {
-		ok := true
-		for _, k := range key {
-			ok = ok && img[k].Kind == chain.ValueText
-		}
-		if ok {
-			return ki, img, nil
-		}
-		if c.OldKind != 'K' {
-			break
-		}
-	}
-	return 0, nil, changeErr(c, "the row image carries no value for a key column")
+	return ki, img, nil
 }
 
 // growFlags returns (*buf)[:n], growing the buffer when needed.

@@ -252,26 +252,14 @@ func insertSQL(ts *tableState) string {
 // one. A key-only old image may carry a unique index's columns rather than
 // the primary key's, so the first candidate it carries whole is taken.
 func (ts *tableState) rowKey(c *chain.Change) (int, []chain.Value, error) {
-	img := c.New
-	if c.OldKind != 0 {
-		img = c.Old
-	}
-	if img == nil {
+	ki, img, ok := chain.KeyImage(c, ts.keys)
+	switch {
+	case img == nil:
 		return 0, nil, changeErr(c, "no row image to find the row by")
+	case !ok:
+		return 0, nil, changeErr(c, "the row image carries no value for a key column")
 	}
-	for ki, key := range ts.keys {
-		whole := true
-		for _, k := range key {
-			whole = whole && img[k].Kind == chain.ValueText
-		}
-		if whole {
-			return ki, img, nil
-		}
-		if c.OldKind != 'K' {
-			break
-		}
-	}
-	return 0, nil, changeErr(c, "the row image carries no value for a key column")
+	return ki, img, nil
 }
 
 // setFlags marks the columns an update sets: those the new image carries.

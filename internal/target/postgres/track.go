@@ -1,0 +1,25 @@
+package postgres
+
+import (
+	"github.com/sluicehq/sluice/internal/chain"
+)
+
+// Track brings the applier's view of a table up to date with a schema change
+// that another applier executes (lanes share one target); it runs no SQL
+// except deallocating the table's statements at the next flush.
+func (a *Applier) Track(c *chain.Change) {
+	if c.Op != chain.OpSchema || c.Schema == nil {
+		return
+	}
+	t := *c.Schema
+	name := t.QualifiedName()
+	if old := a.tables[name]; old != nil {
+		for _, st := range old.stmts {
+			if st.ready || st.queued {
+				a.queue = append(a.queue, entry{kind: entryDeallocate, op: c.Op, sql: st.name, table: name, xid: c.XID, ordinal: c.Ordinal})
+			}
+		}
+	}
+	a.tables[name] = newTableState(&t)
+	a.known[t.Schema] = true
+}
