@@ -66,15 +66,22 @@ func fixtureChanges() []Change {
 // TestWriteChangeFixtures writes the frozen change chunk; it runs only with
 // -update-fixtures and never over an existing directory.
 func TestWriteChangeFixtures(t *testing.T) {
+	writeChangeFixture(t, changeFixtureDir, fixtureChanges())
+}
+
+// writeChangeFixture writes changes as a frozen change chunk and its
+// reference into dir; it runs only with -update-fixtures and never over an
+// existing directory.
+func writeChangeFixture(t *testing.T, dir string, changes []Change) {
+	t.Helper()
 	if !*updateFixtures {
 		t.Skip("run with -update-fixtures to write missing fixtures")
 	}
-	if _, err := os.Stat(changeFixtureDir); err == nil {
-		t.Fatalf("%s exists and is frozen; a new format version gets a new directory", changeFixtureDir)
+	if _, err := os.Stat(dir); err == nil {
+		t.Fatalf("%s exists and is frozen; a new format version gets a new directory", dir)
 	}
-	b, data := encodeChanges(t, fixtureChanges())
-	s := newMemStore()
-	ref, err := Open(s).WriteChunk(context.Background(), changeFixtureKey, data, b.Records(), int64(b.RawLen()))
+	b, data := encodeChanges(t, changes)
+	ref, err := Open(newMemStore()).WriteChunk(context.Background(), changeFixtureKey, data, b.Records(), int64(b.RawLen()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,13 +89,13 @@ func TestWriteChangeFixtures(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.MkdirAll(changeFixtureDir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(changeFixtureDir, changeFixtureKey), data, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, changeFixtureKey), data, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(changeFixtureDir, "ref.json"), append(refJSON, '\n'), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "ref.json"), append(refJSON, '\n'), 0o644); err != nil {
 		t.Fatal(err)
 	}
 }

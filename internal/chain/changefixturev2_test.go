@@ -3,9 +3,6 @@ package chain
 import (
 	"bytes"
 	"context"
-	"encoding/json"
-	"os"
-	"path/filepath"
 	"testing"
 )
 
@@ -43,30 +40,7 @@ func fixtureChangesV2() []Change {
 // TestWriteChangeFixturesV2 writes the frozen version-2 change chunk; it
 // runs only with -update-fixtures and never over an existing directory.
 func TestWriteChangeFixturesV2(t *testing.T) {
-	if !*updateFixtures {
-		t.Skip("run with -update-fixtures to write missing fixtures")
-	}
-	if _, err := os.Stat(changeFixtureDirV2); err == nil {
-		t.Fatalf("%s exists and is frozen; a new format version gets a new directory", changeFixtureDirV2)
-	}
-	b, data := encodeChanges(t, fixtureChangesV2())
-	ref, err := Open(newMemStore()).WriteChunk(context.Background(), changeFixtureKey, data, b.Records(), int64(b.RawLen()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	refJSON, err := json.MarshalIndent(ref, "", "  ")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.MkdirAll(changeFixtureDirV2, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(changeFixtureDirV2, changeFixtureKey), data, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(changeFixtureDirV2, "ref.json"), append(refJSON, '\n'), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	writeChangeFixture(t, changeFixtureDirV2, fixtureChangesV2())
 }
 
 func TestFrozenChangeFixturesV2(t *testing.T) {
