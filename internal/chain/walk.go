@@ -143,3 +143,25 @@ func sameTx(a, b Identity) bool {
 	}
 	return a.XID == b.XID
 }
+
+// ChangeError describes a change a target cannot apply: the operation, the
+// table and the change's place in its source transaction, then the reason.
+func ChangeError(c *Change, format string, args ...any) error {
+	where := fmt.Sprintf("xid %d", c.XID)
+	if c.Tx != "" {
+		where = "transaction " + c.Tx
+	}
+	return fmt.Errorf("apply %s to %s (%s, change %d): %s", c.Op, c.Table, where, c.Ordinal, fmt.Sprintf(format, args...))
+}
+
+// CheckImages checks that a row change's images have one value per
+// supplied column of its table (columns of them).
+func CheckImages(c *Change, columns int) error {
+	if c.New != nil && len(c.New) != columns {
+		return ChangeError(c, "new row image has %d values, the table has %d supplied columns", len(c.New), columns)
+	}
+	if c.OldKind != 0 && len(c.Old) != columns {
+		return ChangeError(c, "old row image has %d values, the table has %d supplied columns", len(c.Old), columns)
+	}
+	return nil
+}

@@ -240,10 +240,8 @@ func (a *Applier) Apply(ctx context.Context, tx pgx.Tx, c *chain.Change) error {
 	return nil
 }
 
-// changeErr describes a change that cannot be applied.
-func changeErr(c *chain.Change, format string, args ...any) error {
-	return fmt.Errorf("apply %s to %s (xid %d, change %d): %s", c.Op.String(), c.Table, c.XID, c.Ordinal, fmt.Sprintf(format, args...))
-}
+// changeErr describes a change that cannot be applied (chain.ChangeError).
+var changeErr = chain.ChangeError
 
 // table returns the tracked table of a row change and checks its images.
 func (a *Applier) table(c *chain.Change) (*tableState, error) {
@@ -251,11 +249,8 @@ func (a *Applier) table(c *chain.Change) (*tableState, error) {
 	if ts == nil {
 		return nil, changeErr(c, "the table has no recorded schema")
 	}
-	if c.New != nil && len(c.New) != len(ts.cols) {
-		return nil, changeErr(c, "new row image has %d values, the table has %d supplied columns", len(c.New), len(ts.cols))
-	}
-	if c.OldKind != 0 && len(c.Old) != len(ts.cols) {
-		return nil, changeErr(c, "old row image has %d values, the table has %d supplied columns", len(c.Old), len(ts.cols))
+	if err := chain.CheckImages(c, len(ts.cols)); err != nil {
+		return nil, err
 	}
 	return ts, nil
 }
