@@ -111,6 +111,10 @@ func CreateDB(t testing.TB, prefix string) string {
 		t.Fatalf("create database %s: %v", name, err)
 	}
 	t.Cleanup(func() {
+		if t.Failed() && os.Getenv("SLUICE_TEST_KEEP_FAILED_DBS") != "" {
+			t.Logf("kept database %s of the failed test (SLUICE_TEST_KEEP_FAILED_DBS)", name)
+			return
+		}
 		c := Admin(t)
 		defer c.Close(context.Background())
 		ctx := context.Background()

@@ -220,3 +220,17 @@ func TestDecodeBinaryErrors(t *testing.T) {
 		}
 	}
 }
+
+// xml is of kind other, yet its binary form is its text: a column of it
+// keeps PostgreSQL's binary form in a chain (see the source's encoding rule).
+func TestXMLBinaryIsItsText(t *testing.T) {
+	doc := `<?xml version="1.0" encoding="UTF8"?><r a="1">t&amp;<b>ü</b></r>`
+	v, err := DecodePGBinary(kOther, 142, []byte(doc))
+	if err != nil || v.Text != doc {
+		t.Fatalf("xml: %+v, %v", v, err)
+	}
+	a, err := DecodePGBinary(arrayOf(kOther), 143, cat(be32(1), be32(0), be32(142), be32(1), be32(1), be32(int32(len("<a/>"))), []byte("<a/>")))
+	if err != nil || len(a.Elems) != 1 || a.Elems[0].Text != "<a/>" {
+		t.Fatalf("xml[]: %+v, %v", a, err)
+	}
+}

@@ -80,6 +80,11 @@ func DecodePGBinary(k Kind, oid uint32, data []byte) (Value, error) {
 	case Array:
 		return decodeArrayBinary(k, data)
 	case Other:
+		if oid == oidXML {
+			// xml's binary form is its text; a leading XML declaration
+			// names the encoding it was sent in.
+			return Value{Text: string(data)}, nil
+		}
 		return Value{}, binaryError(k, data, "binary decoding is not supported for this type (OID %d); a column of kind other decodes from its text form only (chain.EncodingText)", oid)
 	}
 	return Value{}, binaryError(k, data, "unknown kind")

@@ -17,6 +17,7 @@ const (
 	oidInt4        = 23
 	oidText        = 25
 	oidJSON        = 114
+	oidXML         = 142
 	oidFloat4      = 700
 	oidFloat8      = 701
 	oidBpchar      = 1042

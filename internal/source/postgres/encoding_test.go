@@ -14,7 +14,7 @@ import (
 func TestOpaqueBuiltinsTravelAsText(t *testing.T) {
 	db := testenv.CreateDB(t, "encoding")
 	testenv.Exec(t, db, `CREATE DOMAIN cash AS money;
-		CREATE TABLE t (id int PRIMARY KEY, addr inet, addrs inet[], price money, wallet cash, spot point, n numeric(9,2), at timestamptz, tags text[])`)
+		CREATE TABLE t (id int PRIMARY KEY, addr inet, addrs inet[], price money, wallet cash, spot point, n numeric(9,2), at timestamptz, tags text[], doc xml, docs xml[])`)
 	s, err := readSchemaOf(t, db)
 	if err != nil {
 		t.Fatal(err)
@@ -22,12 +22,14 @@ func TestOpaqueBuiltinsTravelAsText(t *testing.T) {
 	want := map[string]string{
 		"id": chain.EncodingBinary, "addr": chain.EncodingText, "addrs": chain.EncodingText, "price": chain.EncodingText,
 		"wallet": chain.EncodingText, "spot": chain.EncodingText, "n": chain.EncodingBinary, "at": chain.EncodingBinary, "tags": chain.EncodingBinary,
+		// xml keeps its binary form, which is its text (value.DecodePGBinary reads it).
+		"doc": chain.EncodingBinary, "docs": chain.EncodingBinary,
 	}
 	for _, c := range s.Tables[0].Columns {
 		if c.Encoding != want[c.Name] {
 			t.Errorf("column %s (%s, kind %s) travels as %s, want %s", c.Name, c.Type, c.NeutralKind(), c.Encoding, want[c.Name])
 		}
-		if k := c.NeutralKind(); c.Encoding == chain.EncodingBinary && k.Name == value.Other {
+		if k := c.NeutralKind(); c.Encoding == chain.EncodingBinary && k.Name == value.Other && c.TypeOID != 142 {
 			t.Errorf("column %s of kind other travels in binary", c.Name)
 		}
 	}

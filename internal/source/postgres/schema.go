@@ -157,9 +157,13 @@ func readTable(ctx context.Context, tx pgx.Tx, oid uint32, t *chain.Table) error
 		c.Encoding = columnEncoding(c.TypeOID, typtype, elem, base, eltyptype)
 		k := columnKind(c, typtype, elem, eltyptype, base, baseType, basetyptype, labels)
 		c.Kind = &k
-		if c.Encoding == chain.EncodingBinary && opaqueKind(k) {
+		if c.Encoding == chain.EncodingBinary && opaqueKind(k) && !xmlBased(c.TypeOID, elem, base) {
 			// Binary forms of kind other (inet, money, geometry, ranges …)
 			// only PostgreSQL reads: as text every engine can hold them.
+			// xml stays binary: its binary input normalizes the XML
+			// declaration as parsing does, its text input keeps it
+			// verbatim, and only the former lets a keyless target row
+			// match the old row a change names.
 			c.Encoding = chain.EncodingText
 		}
 		t.Columns = append(t.Columns, c)
@@ -228,6 +232,13 @@ func readTable(ctx context.Context, tx pgx.Tx, oid uint32, t *chain.Table) error
 	}
 	return rows.Err()
 }
+
+// oidXML is the OID of PostgreSQL's xml type.
+const oidXML = 142
+
+// xmlBased reports whether a column's type is xml, an array of it or a
+// domain over it.
+func xmlBased(oid, elem, base uint32) bool { return oid == oidXML || elem == oidXML || base == oidXML }
 
 // opaqueKind reports whether values of kind k have no neutral decoding of
 // their binary form: kind other, or an array of it.
