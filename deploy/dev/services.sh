@@ -351,6 +351,20 @@ ensure_versitygw() {
 	log "versitygw: started on http://$HOST:$S3_PORT, data in $data (pid $(<"$pidfile"), log $logfile)"
 }
 
+# ---------------------------------------------------------------- more servers
+
+# Each file of deploy/dev/services.d defines ensure_<name> for one more
+# server (a store emulator, say) and may add "export NAME=value" lines to
+# EXTRA_ENV for services.env; SERVICE_PLUGINS lists the names in file order.
+SERVICE_PLUGINS=()
+EXTRA_ENV=""
+for plugin in "$(dirname "${BASH_SOURCE[0]}")"/services.d/*.sh; do
+	[[ -e $plugin ]] || continue
+	# shellcheck disable=SC1090
+	source "$plugin"
+	SERVICE_PLUGINS+=("$(basename "$plugin" .sh)")
+done
+
 # ---------------------------------------------------------------- env file
 
 write_env() {
@@ -364,7 +378,7 @@ export AWS_REGION=us-east-1
 export AWS_EC2_METADATA_DISABLED=true
 export SLUICE_TEST_PG='postgres://postgres@$HOST:$PG_PORT/postgres?sslmode=disable'
 export PATH=\"$SLUICE_TOOLS:\$PATH\"
-"
+$EXTRA_ENV"
 	if [[ ! -f $envfile || "$(<"$envfile")"$'\n' != "$content" ]]; then
 		printf '%s' "$content" >"$envfile"
 	fi
@@ -384,6 +398,10 @@ main() {
 	ensure_mariadb
 	ensure_temporal
 	ensure_versitygw
+	local p
+	for p in "${SERVICE_PLUGINS[@]}"; do
+		"ensure_$p"
+	done
 	write_env
 }
 

@@ -39,3 +39,13 @@ stop() {
 
 stop temporal
 stop versitygw
+# The servers of deploy/dev/services.d: each file may define stop_<name>;
+# otherwise its pid file is $SLUICE_STATE/<name>.pid and its command line
+# names <name>.
+for plugin in "$(dirname "${BASH_SOURCE[0]}")"/services.d/*.sh; do
+	[[ -e $plugin ]] || continue
+	name=$(basename "$plugin" .sh)
+	# shellcheck disable=SC1090
+	source "$plugin"
+	if declare -F "stop_$name" >/dev/null; then "stop_$name"; else stop "$name"; fi
+done
