@@ -113,12 +113,14 @@ type storeFlags struct {
 	endpoint  string
 	region    string
 	pathStyle bool
+	options   []string
 }
 
 func (s *storeFlags) bind(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&s.endpoint, "backup-endpoint", "", "S3-compatible endpoint URL for s3:// stores (default: AWS)")
 	cmd.Flags().StringVar(&s.region, "backup-region", "", `S3 region for s3:// stores ("auto" and empty use the AWS configuration, else us-east-1)`)
 	cmd.Flags().BoolVar(&s.pathStyle, "backup-path-style", false, "use path-style S3 addressing (most S3-compatible servers need it)")
+	cmd.Flags().StringArrayVar(&s.options, "backup-option", nil, "a store option KEY=VALUE (repeatable; each store lists its own). Recorded in workflow history: name secrets by reference (an environment variable of the worker), never by value")
 }
 
 func (s *storeFlags) ref(flag, url string) (activities.StoreRef, error) {
@@ -135,6 +137,16 @@ func (s *storeFlags) ref(flag, url string) (activities.StoreRef, error) {
 	}
 	if s.pathStyle {
 		opts[blobstore.OptPathStyle] = "true"
+	}
+	for _, kv := range s.options {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return activities.StoreRef{}, usageError("--backup-option %q: write KEY=VALUE", kv)
+		}
+		if _, dup := opts[k]; dup {
+			return activities.StoreRef{}, usageError("--backup-option %s is given twice (or also by --backup-endpoint, --backup-region or --backup-path-style)", k)
+		}
+		opts[k] = v
 	}
 	if len(opts) == 0 {
 		opts = nil
