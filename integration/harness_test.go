@@ -265,7 +265,8 @@ func temporalClient(t *testing.T) client.Client {
 }
 
 // openChainAt opens the chain at url and loads its catalog; storeFlags are
-// the CLI's store flags (--backup-endpoint, --backup-path-style) for an S3 chain.
+// the CLI's store flags (--backup-endpoint, --backup-path-style,
+// --backup-option KEY=VALUE) the chain's store needs.
 func openChainAt(t *testing.T, url string, storeFlags ...string) (*chain.Chain, *chain.Catalog) {
 	t.Helper()
 	opts := blobstore.Options{}
@@ -275,6 +276,9 @@ func openChainAt(t *testing.T, url string, storeFlags ...string) (*chain.Chain, 
 			opts[blobstore.OptEndpoint] = storeFlags[i+1]
 		case "--backup-path-style":
 			opts[blobstore.OptPathStyle] = "true"
+		case "--backup-option":
+			k, v, _ := strings.Cut(storeFlags[i+1], "=")
+			opts[k] = v
 		}
 	}
 	bs, err := blobstore.Open(context.Background(), url, opts)
