@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -22,7 +23,7 @@ import (
 )
 
 // Retry policy for GCS requests. Every request is retried on transient
-// failures (see gcsStore.open for why writes are safe to repeat); after
+// failures (see gcsRetry for why writes are safe to repeat); after
 // gcsMaxAttempts the last error is reported as ErrUnreachable.
 const (
 	gcsMaxAttempts = 5
@@ -102,19 +103,7 @@ func (s *gcsStore) client(ctx context.Context) (*storage.Client, error) {
 }
 
 // open builds the client. Reads use the JSON API so that one endpoint
-// serves every request.
-//
-// Retries: the library retries only idempotent requests by default, and
-// a write without a precondition does not count as one. Here every request
-// is retried (RetryAlways), which is safe for this store's callers:
-//   - PutIfAbsent carries ifGenerationMatch=0. If a first attempt landed and
-//     its answer was lost, the retry gets 412 and reports ErrExists; the
-//     chain then reads the object back and treats identical bytes as its
-//     own write (chain.PutManifest, chain.CommitCatalog).
-//   - Put is used for content-addressed chunks (same key, same bytes) and
-//     hints whose last value wins, so writing one twice changes nothing.
-//   - Delete of an object a lost first attempt removed gets 404, which is
-//     success.
+// serves every request. Retries are set per request (retry).
 func (s *gcsStore) open(_ context.Context) (*storage.Client, error) {
 	opts := []option.ClientOption{storage.WithJSONReads(), storage.WithDisabledClientMetrics()}
 	if s.endpoint != "" {
@@ -122,16 +111,36 @@ func (s *gcsStore) open(_ context.Context) (*storage.Client, error) {
 	}
 	// The client keeps the context for its lifetime (credential refresh),
 	// so it must not be a request's context.
-	c, err := storage.NewClient(context.Background(), opts...)
-	if err != nil {
-		return nil, err
-	}
-	c.SetRetry(
+	return storage.NewClient(context.Background(), opts...)
+}
+
+// retry returns the retry options of one request.
+//
+// The library retries only idempotent requests by default, and a write
+// without a precondition does not count as one. Here every request is
+// retried (RetryAlways), which is safe for this store's callers:
+//   - PutIfAbsent carries ifGenerationMatch=0. If a first attempt landed and
+//     its answer was lost, the retry gets 412 and reports ErrExists; the
+//     chain then reads the object back and treats identical bytes as its
+//     own write (chain.PutManifest, chain.CommitCatalog).
+//   - Put is used for content-addressed chunks (same key, same bytes) and
+//     for hints whose last value wins, so writing one twice changes nothing.
+//   - Delete of an object a lost first attempt removed gets 404: success.
+//
+// Uploads do not honour the attempt limit (the library retries them until
+// the context ends), so the error function counts attempts itself; it is
+// per request, which is why the options are built afresh each time (a
+// handle's Retryer changes a configuration it shares with its client).
+func gcsRetry() []storage.RetryOption {
+	var retries atomic.Int32
+	return []storage.RetryOption{
 		storage.WithPolicy(storage.RetryAlways),
 		storage.WithMaxAttempts(gcsMaxAttempts),
 		storage.WithBackoff(gax.Backoff{Initial: gcsBaseBackoff, Max: gcsMaxBackoff, Multiplier: 2}),
-	)
-	return c, nil
+		storage.WithErrorFunc(func(err error) bool {
+			return storage.ShouldRetry(err) && retries.Add(1) < gcsMaxAttempts
+		}),
+	}
 }
 
 // String returns gs://bucket/prefix (gs://bucket without a prefix).
@@ -153,7 +162,7 @@ func (s *gcsStore) object(ctx context.Context, key string) (*storage.ObjectHandl
 	if err != nil {
 		return nil, err
 	}
-	return c.Bucket(s.bucket).Object(s.prefix + key), nil
+	return c.Bucket(s.bucket).Object(s.prefix + key).Retryer(gcsRetry()...), nil
 }
 
 // Put implements Store with an unconditional upload; GCS makes the new
@@ -232,7 +241,15 @@ func (s *gcsStore) Get(ctx context.Context, key string) (io.ReadCloser, error) {
 		name: s.name(key),
 		want: want,
 		wrapErr: func(err error) error {
-			if ctx.Err() == nil && gcsUnreachable(err) {
+			if ctx.Err() != nil {
+				return err
+			}
+			// The library resumes a broken body with a range request; when
+			// that fails too, the object ended early as far as we can read.
+			if r.Remain() > 0 {
+				err = fmt.Errorf("%w: %w", ErrShortRead, err)
+			}
+			if gcsUnreachable(err) {
 				return fmt.Errorf("%w: %w", ErrUnreachable, err)
 			}
 			return err
@@ -254,7 +271,7 @@ func (s *gcsStore) List(ctx context.Context, prefix string) ([]ObjectInfo, error
 		return nil, fmt.Errorf("gs list: %w", err)
 	}
 	var out []ObjectInfo
-	it := c.Bucket(s.bucket).Objects(ctx, q)
+	it := c.Bucket(s.bucket).Retryer(gcsRetry()...).Objects(ctx, q)
 	for {
 		a, err := it.Next()
 		if errors.Is(err, iterator.Done) {
