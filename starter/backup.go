@@ -10,6 +10,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/sluicehq/sluice/activities"
+	"github.com/sluicehq/sluice/internal/blobstore"
 	"github.com/sluicehq/sluice/internal/credentials"
 	"github.com/sluicehq/sluice/internal/errcode"
 	"github.com/sluicehq/sluice/internal/source"
@@ -113,7 +114,7 @@ func (c *cli) backupFullCmd() *cobra.Command {
 	}
 	src.bind(cmd)
 	store.bind(cmd)
-	cmd.Flags().StringVar(&target, "target", "", "backup store URL of the new chain: file:///path or s3://bucket/prefix")
+	cmd.Flags().StringVar(&target, "target", "", "backup store URL of the new chain: "+blobstore.Forms())
 	cmd.Flags().BoolVar(&chainSlot, "chain-slot", false, "create the chain's logical replication slot and anchor the snapshot on it, so incrementals follow with no gap")
 	cmd.Flags().StringVar(&slotName, "slot-name", "", "name of the chain slot (default: derived from --target)")
 	cmd.Flags().StringVar(&publication, "publication", "", "with --chain-slot: the publication incrementals read (default sluice_all_tables, created FOR ALL TABLES when missing)")

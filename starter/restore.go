@@ -10,6 +10,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/sluicehq/sluice/internal/blobstore"
 	"github.com/sluicehq/sluice/internal/credentials"
 	_ "github.com/sluicehq/sluice/internal/engines" // registers the target engines
 	"github.com/sluicehq/sluice/internal/errcode"
@@ -110,7 +111,7 @@ func (c *cli) restoreCmd() *cobra.Command {
 	}
 	store.bind(cmd)
 	tgt.bind(cmd)
-	cmd.Flags().StringVar(&backupTarget, "backup-target", "", "backup store URL of the chain: file:///path or s3://bucket/prefix")
+	cmd.Flags().StringVar(&backupTarget, "backup-target", "", "backup store URL of the chain: "+blobstore.Forms())
 	cmd.Flags().IntVar(&parallel, "parallel", 2, "tables loaded at once")
 	cmd.Flags().StringVar(&through, "through", "", "restore up to and including this link ID (default: the chain's tip)")
 	cmd.Flags().BoolVar(&replace, "replace-existing", false, "drop and recreate target tables that already hold rows instead of refusing")

@@ -10,6 +10,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/sluicehq/sluice/activities"
+	"github.com/sluicehq/sluice/internal/blobstore"
 	"github.com/sluicehq/sluice/internal/chain"
 	"github.com/sluicehq/sluice/workflows"
 )
@@ -25,7 +26,7 @@ type producerFlags struct {
 func (p *producerFlags) bind(cmd *cobra.Command) {
 	p.src.bind(cmd)
 	p.store.bind(cmd)
-	cmd.Flags().StringVar(&p.target, "target", "", "backup store URL of the chain: file:///path or s3://bucket/prefix")
+	cmd.Flags().StringVar(&p.target, "target", "", "backup store URL of the chain: "+blobstore.Forms())
 	cmd.Flags().StringVar(&p.publication, "publication", "", "publication to read (default: sluice_all_tables, created FOR ALL TABLES when missing)")
 }
 

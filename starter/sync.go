@@ -14,6 +14,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/sluicehq/sluice/activities"
+	"github.com/sluicehq/sluice/internal/blobstore"
 	"github.com/sluicehq/sluice/internal/chain"
 	"github.com/sluicehq/sluice/internal/errcode"
 	"github.com/sluicehq/sluice/workflows"
@@ -112,7 +113,7 @@ func (c *cli) brokerRunCmd() *cobra.Command {
 	}
 	store.bind(cmd)
 	tgt.bind(cmd)
-	cmd.Flags().StringVar(&backupTarget, "backup-target", "", "backup store URL of the chain: file:///path or s3://bucket/prefix")
+	cmd.Flags().StringVar(&backupTarget, "backup-target", "", "backup store URL of the chain: "+blobstore.Forms())
 	cmd.Flags().StringVar(&stream, "stream-id", "", "names this stream's position in the target (required)")
 	cmd.Flags().IntVar(&concurrency, "apply-concurrency", 1, "lanes applying in parallel, hashed by table and key")
 	cmd.Flags().DurationVar(&poll, "poll-interval", 10*time.Second, "how often the chain's catalog is read for new links")

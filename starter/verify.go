@@ -121,7 +121,7 @@ catalog, manifest or chunk.`,
 		},
 	}
 	store.bind(cmd)
-	cmd.Flags().StringVar(&target, "target", "", "backup store URL of the chain: file:///path or s3://bucket/prefix")
+	cmd.Flags().StringVar(&target, "target", "", "backup store URL of the chain: "+blobstore.Forms())
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the findings as JSON")
 	cmd.Flags().BoolVar(&allChunks, "chunks", false, "also read every chunk of every link, checking its SHA-256 and that it decodes (reads the whole chain)")
 	return cmd
