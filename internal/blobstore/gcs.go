@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"sort"
 	"strings"
 	"sync"
@@ -20,6 +21,7 @@ import (
 	"google.golang.org/api/googleapi"
 	"google.golang.org/api/iterator"
 	"google.golang.org/api/option"
+	htransport "google.golang.org/api/transport/http"
 )
 
 // Retry policy for GCS requests. Every request is retried on transient
@@ -102,16 +104,46 @@ func (s *gcsStore) client(ctx context.Context) (*storage.Client, error) {
 	return s.clientVal, nil
 }
 
+// gcsHeaderTimeout bounds the wait for a response's headers, as for S3: a
+// server that takes the connection and never answers is unreachable, not a
+// request that hangs until the activity gives up. A variable for tests.
+var gcsHeaderTimeout = s3HeaderTimout
+
+// gcsTransport is the HTTP transport under every request: bounded dials and
+// waits for response headers, the rest as Go's default transport.
+func gcsTransport() *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.DialContext = (&net.Dialer{Timeout: s3DialTimeout, KeepAlive: 30 * time.Second}).DialContext
+	t.ResponseHeaderTimeout = gcsHeaderTimeout
+	return t
+}
+
 // open builds the client. Reads use the JSON API so that one endpoint
-// serves every request. Retries are set per request (retry).
+// serves every request. Retries are set per request (retry). Requests go
+// through gcsTransport: under the credentials of the application default
+// chain, or, with STORAGE_EMULATOR_HOST set, without any (emulator mode).
 func (s *gcsStore) open(_ context.Context) (*storage.Client, error) {
+	// The client keeps the context for its lifetime (credential refresh),
+	// so it must not be a request's context.
+	ctx := context.Background()
 	opts := []option.ClientOption{storage.WithJSONReads(), storage.WithDisabledClientMetrics()}
 	if s.endpoint != "" {
 		opts = append(opts, option.WithEndpoint(s.endpoint))
 	}
-	// The client keeps the context for its lifetime (credential refresh),
-	// so it must not be a request's context.
-	return storage.NewClient(context.Background(), opts...)
+	var rt http.RoundTripper = gcsTransport()
+	if os.Getenv("STORAGE_EMULATOR_HOST") == "" {
+		auth := []option.ClientOption{option.WithScopes(storage.ScopeFullControl, "https://www.googleapis.com/auth/cloud-platform")}
+		if s.endpoint != "" {
+			auth = append(auth, option.WithEndpoint(s.endpoint))
+		}
+		tr, err := htransport.NewTransport(ctx, rt, auth...)
+		if err != nil {
+			return nil, fmt.Errorf("application default credentials: %w", err)
+		}
+		rt = tr
+	}
+	opts = append(opts, option.WithHTTPClient(&http.Client{Transport: rt}))
+	return storage.NewClient(ctx, opts...)
 }
 
 // retry returns the retry options of one request.

@@ -330,3 +330,23 @@ func TestGCSConditionalWriteIsRetried(t *testing.T) {
 		t.Fatalf("%d attempts, want 2", n.Load())
 	}
 }
+
+// A server that takes the connection and never answers is unreachable after
+// the retries, not a request that hangs until its caller gives up.
+func TestGCSSilentServerIsUnreachable(t *testing.T) {
+	old := gcsHeaderTimeout
+	gcsHeaderTimeout = 100 * time.Millisecond
+	t.Cleanup(func() { gcsHeaderTimeout = old })
+	release := make(chan struct{})
+	st, calls := fakeGCS(t, func(w http.ResponseWriter, r *http.Request) { <-release })
+	t.Cleanup(func() { close(release) })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err := st.Get(ctx, "k")
+	if !errors.Is(err, ErrUnreachable) || ctx.Err() != nil {
+		t.Fatalf("want ErrUnreachable well before the caller's deadline, got %v (context: %v)", err, ctx.Err())
+	}
+	if calls.Load() < 2 {
+		t.Errorf("%d attempts, want the request retried", calls.Load())
+	}
+}
