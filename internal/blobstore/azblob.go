@@ -270,20 +270,7 @@ func (s *azStore) Get(ctx context.Context, key string) (io.ReadCloser, error) {
 	if err != nil {
 		return nil, s.fail(ctx, "get", key, err)
 	}
-	if out.ContentLength == nil || *out.ContentLength < 0 {
-		return out.Body, nil
-	}
-	return &lengthReader{
-		rc:   out.Body,
-		name: s.name(key),
-		want: *out.ContentLength,
-		wrapErr: func(err error) error {
-			if ctx.Err() == nil && azUnreachable(err) {
-				return fmt.Errorf("%w: %w", ErrUnreachable, err)
-			}
-			return err
-		},
-	}, nil
+	return checkedBody(ctx, out.Body, out.ContentLength, s.name(key), azUnreachable), nil
 }
 
 // List implements Store with a flat blob listing, page by page.

@@ -1,6 +1,7 @@
 package blobstore
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -52,3 +53,24 @@ func (r *lengthReader) Read(p []byte) (int, error) {
 
 // Close implements io.Closer.
 func (r *lengthReader) Close() error { return r.rc.Close() }
+
+// checkedBody wraps a store's response body of announced length (nil or
+// negative: unknown, the body is returned as it is) in a lengthReader whose
+// failures of the network or the server, as unreachable says, are
+// ErrUnreachable while ctx is live.
+func checkedBody(ctx context.Context, body io.ReadCloser, length *int64, name string, unreachable func(error) bool) io.ReadCloser {
+	if length == nil || *length < 0 {
+		return body
+	}
+	return &lengthReader{
+		rc:   body,
+		name: name,
+		want: *length,
+		wrapErr: func(err error) error {
+			if ctx.Err() == nil && unreachable(err) {
+				return fmt.Errorf("%w: %w", ErrUnreachable, err)
+			}
+			return err
+		},
+	}
+}

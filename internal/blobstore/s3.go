@@ -170,20 +170,7 @@ func (s *s3Store) Get(ctx context.Context, key string) (io.ReadCloser, error) {
 	if err != nil {
 		return nil, s.fail(ctx, "get", key, err)
 	}
-	if out.ContentLength == nil || *out.ContentLength < 0 {
-		return out.Body, nil
-	}
-	return &lengthReader{
-		rc:   out.Body,
-		name: s.name(key),
-		want: *out.ContentLength,
-		wrapErr: func(err error) error {
-			if ctx.Err() == nil && isUnreachable(err) {
-				return fmt.Errorf("%w: %w", ErrUnreachable, err)
-			}
-			return err
-		},
-	}, nil
+	return checkedBody(ctx, out.Body, out.ContentLength, s.name(key), isUnreachable), nil
 }
 
 // List implements Store with ListObjectsV2, page by page.
