@@ -12,7 +12,6 @@ import (
 	"regexp"
 	"sort"
 	"strings"
-	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
@@ -36,18 +35,13 @@ const (
 	OptAzureAccountKeyEnv = "account_key_env"
 )
 
-// Retry and timeout policy for Azure requests. The SDK retries connection
-// errors, timeouts, 408, 429 and 5xx answers with exponential backoff.
-// Package variables so tests can shorten them.
+// Retry policy for Azure requests, the stores' common one: the SDK retries
+// connection errors, timeouts, 408, 429 and 5xx answers with exponential
+// backoff. Package variables so tests can shorten them.
 var (
-	azMaxRetries    int32 = 4 // 5 attempts in all
-	azRetryDelay          = 100 * time.Millisecond
-	azMaxRetryDelay       = 2 * time.Second
-)
-
-const (
-	azDialTimeout   = 10 * time.Second
-	azHeaderTimeout = 60 * time.Second
+	azMaxRetries    int32 = storeMaxAttempts - 1 // retries after the first attempt
+	azRetryDelay          = storeBaseBackoff
+	azMaxRetryDelay       = storeMaxBackoff
 )
 
 // azContainerName is Azure's rule for container names.
@@ -202,10 +196,7 @@ func accountFromEndpoint(u *url.URL) string {
 // newAzureHTTPClient bounds how long a dead server can hold a request:
 // dialing and waiting for response headers time out (and are then retried).
 func newAzureHTTPClient() *http.Client {
-	t := http.DefaultTransport.(*http.Transport).Clone()
-	t.DialContext = (&net.Dialer{Timeout: azDialTimeout, KeepAlive: 30 * time.Second}).DialContext
-	t.ResponseHeaderTimeout = azHeaderTimeout
-	return &http.Client{Transport: t}
+	return &http.Client{Transport: boundedTransport(storeHeaderTimeout)}
 }
 
 // String returns azblob://container/prefix (azblob://container without a

@@ -24,16 +24,10 @@ import (
 	htransport "google.golang.org/api/transport/http"
 )
 
-// Retry policy for GCS requests. Every request is retried on transient
-// failures (see gcsRetry for why writes are safe to repeat); after
-// gcsMaxAttempts the last error is reported as ErrUnreachable.
-const (
-	gcsMaxAttempts = 5
-	gcsBaseBackoff = 100 * time.Millisecond
-	gcsMaxBackoff  = 2 * time.Second
-	// gcsChunkRetryDeadline bounds how long one upload chunk is retried.
-	gcsChunkRetryDeadline = 30 * time.Second
-)
+// gcsChunkRetryDeadline bounds how long one upload chunk is retried. Every
+// request is retried on transient failures by the stores' common policy
+// (storeMaxAttempts; see gcsRetry for why writes are safe to repeat).
+const gcsChunkRetryDeadline = 30 * time.Second
 
 // gcsStore keeps objects in one Google Cloud Storage bucket under an
 // optional name prefix.
@@ -107,20 +101,11 @@ func (s *gcsStore) client(ctx context.Context) (*storage.Client, error) {
 // gcsHeaderTimeout bounds the wait for a response's headers, as for S3: a
 // server that takes the connection and never answers is unreachable, not a
 // request that hangs until the activity gives up. A variable for tests.
-var gcsHeaderTimeout = s3HeaderTimout
-
-// gcsTransport is the HTTP transport under every request: bounded dials and
-// waits for response headers, the rest as Go's default transport.
-func gcsTransport() *http.Transport {
-	t := http.DefaultTransport.(*http.Transport).Clone()
-	t.DialContext = (&net.Dialer{Timeout: s3DialTimeout, KeepAlive: 30 * time.Second}).DialContext
-	t.ResponseHeaderTimeout = gcsHeaderTimeout
-	return t
-}
+var gcsHeaderTimeout = storeHeaderTimeout
 
 // open builds the client. Reads use the JSON API so that one endpoint
 // serves every request. Retries are set per request (retry). Requests go
-// through gcsTransport: under the credentials of the application default
+// through a boundedTransport: under the credentials of the application default
 // chain, or, with STORAGE_EMULATOR_HOST set, without any (emulator mode).
 func (s *gcsStore) open(_ context.Context) (*storage.Client, error) {
 	// The client keeps the context for its lifetime (credential refresh),
@@ -130,7 +115,7 @@ func (s *gcsStore) open(_ context.Context) (*storage.Client, error) {
 	if s.endpoint != "" {
 		opts = append(opts, option.WithEndpoint(s.endpoint))
 	}
-	var rt http.RoundTripper = gcsTransport()
+	var rt http.RoundTripper = boundedTransport(gcsHeaderTimeout)
 	if os.Getenv("STORAGE_EMULATOR_HOST") == "" {
 		auth := []option.ClientOption{option.WithScopes(storage.ScopeFullControl, "https://www.googleapis.com/auth/cloud-platform")}
 		if s.endpoint != "" {
@@ -167,10 +152,10 @@ func gcsRetry() []storage.RetryOption {
 	var retries atomic.Int32
 	return []storage.RetryOption{
 		storage.WithPolicy(storage.RetryAlways),
-		storage.WithMaxAttempts(gcsMaxAttempts),
-		storage.WithBackoff(gax.Backoff{Initial: gcsBaseBackoff, Max: gcsMaxBackoff, Multiplier: 2}),
+		storage.WithMaxAttempts(storeMaxAttempts),
+		storage.WithBackoff(gax.Backoff{Initial: storeBaseBackoff, Max: storeMaxBackoff, Multiplier: 2}),
 		storage.WithErrorFunc(func(err error) bool {
-			return storage.ShouldRetry(err) && retries.Add(1) < gcsMaxAttempts
+			return storage.ShouldRetry(err) && retries.Add(1) < storeMaxAttempts
 		}),
 	}
 }

@@ -208,8 +208,8 @@ func TestGCSServerErrorsAreRetriedThenUnreachable(t *testing.T) {
 		if !errors.Is(err, ErrUnreachable) || errors.Is(err, ErrExists) || errors.Is(err, ErrNotFound) {
 			t.Errorf("%s against a failing server = %v, want ErrUnreachable", op, err)
 		}
-		if n := calls.Load(); n != gcsMaxAttempts {
-			t.Errorf("%s: server saw %d attempts, want %d", op, n, gcsMaxAttempts)
+		if n := calls.Load(); n != storeMaxAttempts {
+			t.Errorf("%s: server saw %d attempts, want %d", op, n, storeMaxAttempts)
 		}
 		if err != nil && !strings.Contains(err.Error(), "gs "+op+" gs://bucket/prefix/") {
 			t.Errorf("%s: error lacks context: %v", op, err)

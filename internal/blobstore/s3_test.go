@@ -147,8 +147,8 @@ func TestS3ServerErrorsAreRetriedThenUnreachable(t *testing.T) {
 	if !errors.Is(err, ErrUnreachable) {
 		t.Fatalf("Put against a failing server = %v, want ErrUnreachable", err)
 	}
-	if n := calls.Load(); n != s3MaxAttempts {
-		t.Fatalf("server saw %d attempts, want %d", n, s3MaxAttempts)
+	if n := calls.Load(); n != storeMaxAttempts {
+		t.Fatalf("server saw %d attempts, want %d", n, storeMaxAttempts)
 	}
 	if !strings.Contains(err.Error(), "s3 put s3://bucket/prefix/k") {
 		t.Errorf("error lacks context: %v", err)

@@ -16,24 +16,14 @@ import (
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 )
 
-// Retry policy for S3 requests: transient failures (connection errors,
-// timeouts, throttling, 5xx) are retried by the SDK with these limits.
-const (
-	s3MaxAttempts  = 5
-	s3BaseBackoff  = 100 * time.Millisecond
-	s3MaxBackoff   = 2 * time.Second
-	s3DialTimeout  = 10 * time.Second
-	s3HeaderTimout = 60 * time.Second
-)
-
 // newRetryer returns the SDK's standard retryer with our attempt count and
 // backoff, and without the client-side retry quota (a store that fails for a
 // while should still get its full set of attempts on every request).
 func newRetryer() aws.Retryer {
 	return retry.NewStandard(func(o *retry.StandardOptions) {
-		o.MaxAttempts = s3MaxAttempts
-		o.MaxBackoff = s3MaxBackoff
-		o.Backoff = backoff{base: s3BaseBackoff, max: s3MaxBackoff}
+		o.MaxAttempts = storeMaxAttempts
+		o.MaxBackoff = storeMaxBackoff
+		o.Backoff = backoff{base: storeBaseBackoff, max: storeMaxBackoff}
 		o.RateLimiter = ratelimit.None
 	})
 }
@@ -60,8 +50,8 @@ func (b backoff) BackoffDelay(attempt int, _ error) (time.Duration, error) {
 // and waiting for response headers time out (and are then retried).
 func newHTTPClient() *awshttp.BuildableClient {
 	return awshttp.NewBuildableClient().
-		WithDialerOptions(func(d *net.Dialer) { d.Timeout = s3DialTimeout }).
-		WithTransportOptions(func(t *http.Transport) { t.ResponseHeaderTimeout = s3HeaderTimout })
+		WithDialerOptions(func(d *net.Dialer) { d.Timeout = storeDialTimeout }).
+		WithTransportOptions(func(t *http.Transport) { t.ResponseHeaderTimeout = storeHeaderTimeout })
 }
 
 // isUnreachable reports failures of the network or of the server itself, as
