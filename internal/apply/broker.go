@@ -115,7 +115,10 @@ func ApplyIncremental(ctx context.Context, ch *chain.Chain, m *chain.Manifest, s
 		lanes = append(lanes, l)
 	}
 
-	d := &dispatcher{lanes: lanes, m: m, digest: digest, tok: tok, o: o, marks: marks, res: &res, router: NewRouter(schema)}
+	d := &dispatcher{lanes: lanes, m: m, digest: digest, tok: tok, o: o, marks: marks, res: &res}
+	if len(lanes) > 1 {
+		d.router = NewRouter(schema)
+	}
 	var index int64
 	for _, ref := range m.Chunks {
 		it, err := ch.ReadChangeChunk(ctx, ref)
@@ -153,7 +156,7 @@ type dispatcher struct {
 	marks  Marks
 	res    *Result
 	// router decides lanes and follows schema changes in the dispatcher's
-	// goroutine.
+	// goroutine (nil with a single lane, which needs no routing).
 	router *Router
 
 	open     bool
@@ -195,7 +198,6 @@ func (d *dispatcher) record(ctx context.Context, index int64, skipped bool, c *c
 		return nil
 	}
 	if len(d.lanes) == 1 {
-		d.router.Track(c)
 		if err := d.lanes[0].apply(ctx, c); err != nil {
 			return err
 		}
@@ -232,11 +234,11 @@ func (d *dispatcher) record(ctx context.Context, index int64, skipped bool, c *c
 
 // track moves every lane's view past a schema change applied before.
 func (d *dispatcher) track(ctx context.Context, c *chain.Change) error {
-	d.router.Track(c)
 	if len(d.lanes) == 1 {
 		d.lanes[0].target.Track(c)
 		return nil
 	}
+	d.router.Track(c)
 	for _, l := range d.lanes {
 		select {
 		case l.work <- laneMsg{track: CloneChange(c)}:
