@@ -3,7 +3,6 @@ package sqlite
 import (
 	"fmt"
 	"math"
-	"strconv"
 	"unicode/utf8"
 
 	"github.com/sluicehq/sluice/internal/value"
@@ -61,13 +60,9 @@ func appendElem(b []byte, k value.Kind, v value.Value) []byte {
 		return append(b, "null"...)
 	}
 	switch k.Name {
-	case value.Int:
-		if k.Unsigned {
-			return strconv.AppendUint(b, v.Uint, 10)
-		}
-		return strconv.AppendInt(b, v.Int, 10)
-	case value.Bool:
-		return strconv.AppendBool(b, v.Bool)
+	case value.Int, value.Bool:
+		// JSON numbers and booleans read as their text renderings.
+		return appendScalarText(b, k, v)
 	case value.Float:
 		if !math.IsNaN(v.Float) && !math.IsInf(v.Float, 0) {
 			return appendFloat(b, k, v.Float)
