@@ -5,15 +5,12 @@ import (
 	"fmt"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
 
-	"github.com/sluicehq/sluice/internal/blobstore"
-	"github.com/sluicehq/sluice/internal/chain"
 	"github.com/sluicehq/sluice/internal/testenv"
 )
 
@@ -83,24 +80,6 @@ func azureChain(t *testing.T) (url string, flags []string) {
 	}
 }
 
-// azureCatalog loads the catalog of an azblob:// chain as the worker would.
-func azureCatalog(t *testing.T, url string) *chain.Catalog {
-	t.Helper()
-	bs, err := blobstore.Open(context.Background(), url, blobstore.Options{
-		blobstore.OptEndpoint:           azureEndpoint(t),
-		blobstore.OptAzureAccount:       azureAccount(),
-		blobstore.OptAzureAccountKeyEnv: azureKeyVar,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cat, err := chain.Open(bs).LoadCatalog(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cat
-}
-
 // requireNoAccountKey checks that the workflows' histories (raw protobuf,
 // which keeps payload bytes verbatim) and the worker's log name the key's
 // variable at most, never the key.
@@ -133,62 +112,11 @@ func TestBrokerReplaysFromAzure(t *testing.T) {
 	requireNoAccountKey(t, "backup-full/"+url, "producer/"+url)
 }
 
-// TestTwoProducersRaceOnAzure starts two first fulls at once on one new
-// azblob:// chain. The two spellings of the URL (a doubled slash before the
-// prefix) name the same blobs but are two workflows, so nothing but the
-// create-only catalog write (If-None-Match: *) keeps them apart: exactly one
-// commits, the other is refused with SLUICE-E-CHAIN-EXISTS (exit 3), and the
-// catalog lists one full.
+// TestTwoProducersRaceOnAzure races two first fulls on one new azblob://
+// chain (raceFirstFulls): the create-only catalog write (If-None-Match: *)
+// lets exactly one commit, and neither history holds the account key.
 func TestTwoProducersRaceOnAzure(t *testing.T) {
 	url, flags := azureChain(t)
-	scheme, rest, _ := strings.Cut(url, "://")
-	container, prefix, _ := strings.Cut(rest, "/")
-	urls := []string{url, scheme + "://" + container + "//" + prefix}
-
-	src := testenv.CreateDB(t, "src")
-	testenv.Exec(t, src, `CREATE TABLE a (id int PRIMARY KEY, v text);
-		INSERT INTO a SELECT i, repeat('v', 100) FROM generate_series(1, 20000) i;`)
-	results := make([]result, len(urls))
-	var wg sync.WaitGroup
-	start := make(chan struct{})
-	for i, u := range urls {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			results[i] = sluice(t, append([]string{"backup", "full", "--source", testenv.DSN(src), "--target", u}, flags...)...)
-		}()
-	}
-	close(start)
-	wg.Wait()
-
-	winner := -1
-	for i, r := range results {
-		switch {
-		case r.exit == 0:
-			if winner >= 0 {
-				t.Fatalf("both fulls committed:\n%s\n%s", results[0], results[1])
-			}
-			winner = i
-		case r.exit == 3 && strings.Contains(r.stderr, "SLUICE-E-CHAIN-EXISTS"):
-			if strings.Contains(r.stderr, "committed to") {
-				t.Logf("%s lost the catalog write itself", urls[i])
-			} else {
-				t.Logf("%s found the chain already committed", urls[i])
-			}
-		default:
-			t.Fatalf("full on %s: want success or SLUICE-E-CHAIN-EXISTS exit 3, got %s", urls[i], r)
-		}
-	}
-	if winner < 0 {
-		t.Fatalf("neither full committed:\n%s\n%s", results[0], results[1])
-	}
-	cat := azureCatalog(t, url)
-	if n := len(cat.Segments); n != 1 {
-		t.Fatalf("catalog lists %d segments, want the winner's one full", n)
-	}
-	if links := cat.Links(); len(links) != 1 || links[0].Kind != chain.KindFull {
-		t.Fatalf("catalog links = %+v, want one full", links)
-	}
+	urls := raceFirstFulls(t, url, flags)
 	requireNoAccountKey(t, "backup-full/"+urls[0], "backup-full/"+urls[1])
 }

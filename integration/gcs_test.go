@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,8 +15,6 @@ import (
 	"google.golang.org/api/iterator"
 	"google.golang.org/api/option"
 
-	"github.com/sluicehq/sluice/internal/blobstore"
-	"github.com/sluicehq/sluice/internal/chain"
 	"github.com/sluicehq/sluice/internal/testenv"
 )
 
@@ -81,20 +78,6 @@ func gcsChain(t *testing.T) (url string, flags []string) {
 	return "gs://" + bucket + "/" + strings.ToLower(t.Name()), []string{"--backup-option", "endpoint=" + ep}
 }
 
-// gcsCatalog loads the catalog of a gs:// chain as the worker would.
-func gcsCatalog(t *testing.T, url string) *chain.Catalog {
-	t.Helper()
-	bs, err := blobstore.Open(context.Background(), url, blobstore.Options{blobstore.OptEndpoint: gcsEndpoint(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cat, err := chain.Open(bs).LoadCatalog(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cat
-}
-
 // TestBrokerReplaysFromGCS runs the producer and a broker on a live workload
 // through a gs:// chain on fake-gcs-server, then checks the chain with
 // verify-chain through the same URL.
@@ -107,54 +90,10 @@ func TestBrokerReplaysFromGCS(t *testing.T) {
 	}
 }
 
-// TestTwoProducersRaceOnGCS starts two first fulls at once on one new gs://
-// chain. The URLs differ only by a doubled slash before the prefix, so they
-// name the same objects but start two workflows: only the create-only
-// catalog write (ifGenerationMatch=0) keeps them apart. Exactly one commits;
-// the other is refused with SLUICE-E-CHAIN-EXISTS (exit 3) and the catalog
-// lists one full.
+// TestTwoProducersRaceOnGCS races two first fulls on one new gs:// chain
+// (raceFirstFulls): the create-only catalog write (ifGenerationMatch=0) lets
+// exactly one commit.
 func TestTwoProducersRaceOnGCS(t *testing.T) {
 	url, flags := gcsChain(t)
-	rest := strings.TrimPrefix(url, "gs://")
-	bucket, prefix, _ := strings.Cut(rest, "/")
-	urls := []string{url, "gs://" + bucket + "//" + prefix}
-
-	src := testenv.CreateDB(t, "src")
-	testenv.Exec(t, src, `CREATE TABLE a (id int PRIMARY KEY, v text);
-		INSERT INTO a SELECT i, repeat('g', 100) FROM generate_series(1, 20000) i;`)
-	results := make([]result, len(urls))
-	var wg sync.WaitGroup
-	start := make(chan struct{})
-	for i, u := range urls {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			results[i] = sluice(t, append([]string{"backup", "full", "--source", testenv.DSN(src), "--target", u}, flags...)...)
-		}()
-	}
-	close(start)
-	wg.Wait()
-
-	committed := 0
-	for i, r := range results {
-		switch {
-		case r.exit == 0:
-			committed++
-		case r.exit == 3 && strings.Contains(r.stderr, "SLUICE-E-CHAIN-EXISTS"):
-			t.Logf("%s refused: %s", urls[i], strings.TrimSpace(r.stderr))
-		default:
-			t.Fatalf("full on %s: want success or SLUICE-E-CHAIN-EXISTS exit 3, got %s", urls[i], r)
-		}
-	}
-	if committed != 1 {
-		t.Fatalf("%d fulls committed, want exactly one:\n%s\n%s", committed, results[0], results[1])
-	}
-	cat := gcsCatalog(t, url)
-	if n := len(cat.Segments); n != 1 {
-		t.Fatalf("catalog lists %d segments, want the winner's one full", n)
-	}
-	if links := cat.Links(); len(links) != 1 || links[0].Kind != chain.KindFull {
-		t.Fatalf("catalog links = %+v, want one full", links)
-	}
+	raceFirstFulls(t, url, flags)
 }
