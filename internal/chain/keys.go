@@ -15,16 +15,13 @@ func (t *Table) SuppliedColumns() []Column {
 }
 
 // CandidateKeys are the keys a replayed row can be found by, as indexes into
-// SuppliedColumns: the primary key first, then each unique index that is
-// neither partial nor on expressions and whose columns are all NOT NULL. A
-// key over a generated column does not count (rows do not carry it). Empty
-// for a keyless table.
+// SuppliedColumns: the primary key first, then each of the replay indexes
+// (HasReplayKey). A key over a generated column does not count (rows do not
+// carry it). Empty for a keyless table.
 func (t *Table) CandidateKeys() [][]int {
 	pos := map[string]int{}
-	notNull := map[string]bool{}
 	n := 0
 	for _, c := range t.Columns {
-		notNull[c.Name] = c.NotNull
 		if c.Generated == "" {
 			pos[c.Name] = n
 			n++
@@ -50,17 +47,8 @@ func (t *Table) CandidateKeys() [][]int {
 	if len(t.PrimaryKey) > 0 {
 		add(t.PrimaryKey)
 	}
-	for _, ix := range t.Indexes {
-		if !ix.Unique || ix.Partial || ix.Expression || len(ix.Columns) == 0 {
-			continue
-		}
-		ok := true
-		for _, c := range ix.Columns {
-			ok = ok && notNull[c]
-		}
-		if ok {
-			add(ix.Columns)
-		}
+	for _, ix := range t.replayIndexes() {
+		add(ix.Columns)
 	}
 	return keys
 }

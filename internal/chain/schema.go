@@ -185,27 +185,28 @@ func (t *Table) QualifiedName() string { return t.Schema + "." + t.Name }
 // replayed row collides on: a primary key, or a unique, non-partial,
 // non-expression index over NOT NULL columns.
 func (t *Table) HasReplayKey() bool {
-	if len(t.PrimaryKey) > 0 {
-		return true
-	}
+	return len(t.PrimaryKey) > 0 || len(t.replayIndexes()) > 0
+}
+
+// replayIndexes are the table's indexes a replayed row collides on: unique,
+// neither partial nor on expressions, over NOT NULL columns only.
+func (t *Table) replayIndexes() []Index {
 	notNull := map[string]bool{}
 	for _, c := range t.Columns {
 		notNull[c.Name] = c.NotNull
 	}
+	var out []Index
 	for _, ix := range t.Indexes {
 		if !ix.Unique || ix.Partial || ix.Expression || len(ix.Columns) == 0 {
 			continue
 		}
 		all := true
 		for _, c := range ix.Columns {
-			if !notNull[c] {
-				all = false
-				break
-			}
+			all = all && notNull[c]
 		}
 		if all {
-			return true
+			out = append(out, ix)
 		}
 	}
-	return false
+	return out
 }
