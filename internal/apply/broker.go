@@ -116,6 +116,9 @@ func ApplyIncremental(ctx context.Context, ch *chain.Chain, m *chain.Manifest, s
 	}
 
 	d := &dispatcher{lanes: lanes, m: m, digest: digest, tok: tok, o: o, marks: marks, res: &res}
+	if ic, ok := t.(target.ImplicitCommitter); ok {
+		d.implicit = ic.CommitsImplicitly()
+	}
 	if len(lanes) > 1 {
 		d.router = NewRouter(schema)
 	}
@@ -158,6 +161,9 @@ type dispatcher struct {
 	// router decides lanes and follows schema changes in the dispatcher's
 	// goroutine (nil with a single lane, which needs no routing).
 	router *Router
+	// implicit is set for a target whose schema changes and truncates
+	// commit the open transaction by themselves (target.ImplicitCommitter).
+	implicit bool
 
 	open     bool
 	cur      chain.Change // the open transaction's begin record
@@ -197,12 +203,13 @@ func (d *dispatcher) record(ctx context.Context, index int64, skipped bool, c *c
 		d.res.Skipped++
 		return nil
 	}
-	if len(d.lanes) == 1 {
+	if len(d.lanes) == 1 && !(d.implicit && implicitCommit(c)) {
 		if err := d.lanes[0].apply(ctx, c); err != nil {
 			return err
 		}
-	} else if key, barrier := d.router.Route(c); barrier {
-		// Everything before it commits first; it then applies alone.
+	} else if key, barrier := d.route(c); barrier {
+		// Everything before it commits first; it then applies alone, and
+		// its own mark commits right after it.
 		if err := d.commitLanes(ctx); err != nil {
 			return err
 		}
@@ -214,7 +221,9 @@ func (d *dispatcher) record(ctx context.Context, index int64, skipped bool, c *c
 			return err
 		}
 		// Every lane is idle now: their views follow synchronously.
-		d.router.Track(c)
+		if d.router != nil {
+			d.router.Track(c)
+		}
 		for _, other := range d.lanes[1:] {
 			other.target.Track(c)
 		}
@@ -230,6 +239,22 @@ func (d *dispatcher) record(ctx context.Context, index int64, skipped bool, c *c
 		d.o.Progress(d.res.Applied)
 	}
 	return nil
+}
+
+// route is the router's verdict on c; with a single lane (which only asks
+// for the changes that commit implicitly) every change it is asked about is
+// a barrier.
+func (d *dispatcher) route(c *chain.Change) ([][]byte, bool) {
+	if d.router == nil {
+		return nil, true
+	}
+	return d.router.Route(c)
+}
+
+// implicitCommit reports whether c is a change an ImplicitCommitter target
+// commits the open transaction for: a schema change or a truncate.
+func implicitCommit(c *chain.Change) bool {
+	return c.Op == chain.OpSchema || c.Op == chain.OpTruncate
 }
 
 // track moves every lane's view past a schema change applied before.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/sluicehq/sluice/internal/chain"
@@ -345,5 +346,45 @@ func TestClaimWithoutPositionRefused(t *testing.T) {
 	err := Claim(context.Background(), newFakeTarget().State(), "s", "run-1")
 	if !errcode.Is(err, errcode.BrokerNoPosition) {
 		t.Fatalf("want %s, got %v", errcode.BrokerNoPosition, err)
+	}
+}
+
+// implicitTarget is a fake whose schema changes and truncates commit the
+// open transaction by themselves, as MySQL's DDL does.
+type implicitTarget struct{ *fakeTarget }
+
+func (implicitTarget) CommitsImplicitly() bool { return true }
+
+// On a target whose truncates commit implicitly, a single lane commits the
+// rows before a truncate (with their marks) before it, and the truncate's
+// own mark right after it, in a transaction of its own; the rows after it
+// commit after that.
+func TestImplicitCommitIsolatesTruncateOnOneLane(t *testing.T) {
+	var recs []chain.Change
+	recs = append(recs, chaintest.Txn(1, ins("1", "a"), ins("2", "a"),
+		chain.Change{Op: chain.OpTruncate, Tables: []string{"public.t"}}, ins("3", "b"))...)
+	ch, m := chaintest.WriteIncremental(t, recs, 100)
+	f := newFakeTarget()
+	startAt(t, f, "full-1", "run-1")
+	if _, err := ApplyIncremental(context.Background(), ch, m, testSchema(), implicitTarget{f}, opts("run-1", 1)); err != nil {
+		t.Fatal(err)
+	}
+	if f.commits != 3 {
+		t.Errorf("%d commits, want 3: the rows before the truncate, the truncate with its mark, and the rest with the position", f.commits)
+	}
+	for _, a := range f.committed {
+		switch {
+		case a.op == chain.OpTruncate && a.committedBefore != 2:
+			t.Errorf("the truncate applied with %d of the 2 rows before it committed", a.committedBefore)
+		case a.key == "3" && a.committedBefore != 3:
+			t.Errorf("the row after the truncate applied with %d changes committed, want 3", a.committedBefore)
+		}
+	}
+	var ranges []string
+	for _, mk := range f.marks["s"] {
+		ranges = append(ranges, fmt.Sprintf("%d-%d", mk.lo, mk.hi))
+	}
+	if got := strings.Join(ranges, " "); got != "0-1 2-2 3-3" {
+		t.Errorf("marks %s, want 0-1 2-2 3-3 (the truncate's mark committed alone)", got)
 	}
 }

@@ -57,6 +57,18 @@ type Target interface {
 	Close(ctx context.Context) error
 }
 
+// ImplicitCommitter is implemented by a target on which a schema change or
+// a truncate commits the lane's open transaction by itself (MySQL's DDL
+// does). The broker then commits every lane, marks included, before such a
+// change, applies it alone and commits its mark right after it, with a
+// single lane too, so no row is ever made durable without its mark. The
+// change itself must be idempotent: a crash between it and its mark applies
+// it again on resume.
+type ImplicitCommitter interface {
+	// CommitsImplicitly reports whether the target commits implicitly.
+	CommitsImplicitly() bool
+}
+
 // LoadProgress is told the rows and raw bytes a load has written so far.
 type LoadProgress func(rows, rawBytes int64)
 
