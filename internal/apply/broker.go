@@ -266,7 +266,7 @@ func (d *dispatcher) track(ctx context.Context, c *chain.Change) error {
 	d.router.Track(c)
 	for _, l := range d.lanes {
 		select {
-		case l.work <- laneMsg{track: CloneChange(c)}:
+		case l.work <- laneMsg{track: c.Clone()}:
 		case <-ctx.Done():
 			return ctx.Err()
 		}

@@ -70,7 +70,7 @@ func (l *lane) commit(ctx context.Context, extra *target.Commit) error {
 // send queues a copy of a change for the lane's goroutine.
 func (l *lane) send(ctx context.Context, c *chain.Change) error {
 	select {
-	case l.work <- laneMsg{change: CloneChange(c)}:
+	case l.work <- laneMsg{change: c.Clone()}:
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
@@ -126,42 +126,4 @@ func (l *lane) close(ctx context.Context) {
 		<-l.done
 	}
 	_ = l.target.Close(ctx)
-}
-
-// CloneChange copies a change and its values out of an iterator's buffers.
-func CloneChange(c *chain.Change) *chain.Change {
-	out := *c
-	size := 0
-	for _, v := range c.New {
-		size += len(v.Data)
-	}
-	for _, v := range c.Old {
-		size += len(v.Data)
-	}
-	buf := make([]byte, 0, size)
-	copyVals := func(in []chain.Value) []chain.Value {
-		if in == nil {
-			return nil
-		}
-		vals := make([]chain.Value, len(in))
-		for i, v := range in {
-			vals[i].Kind = v.Kind
-			if v.Data != nil {
-				start := len(buf)
-				buf = append(buf, v.Data...)
-				vals[i].Data = buf[start:len(buf):len(buf)]
-			}
-		}
-		return vals
-	}
-	out.New = copyVals(c.New)
-	out.Old = copyVals(c.Old)
-	if c.Tables != nil {
-		out.Tables = append([]string(nil), c.Tables...)
-	}
-	if c.Schema != nil {
-		t := *c.Schema
-		out.Schema = &t
-	}
-	return &out
 }

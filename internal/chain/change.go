@@ -105,3 +105,42 @@ func (id Identity) String() string {
 	}
 	return fmt.Sprintf("xid %d, commit %s", id.XID, FormatLSN(id.CommitLSN))
 }
+
+// Clone copies a change and its values out of an iterator's buffers, which
+// the next record reuses.
+func (c *Change) Clone() *Change {
+	out := *c
+	size := 0
+	for _, v := range c.New {
+		size += len(v.Data)
+	}
+	for _, v := range c.Old {
+		size += len(v.Data)
+	}
+	buf := make([]byte, 0, size)
+	copyVals := func(in []Value) []Value {
+		if in == nil {
+			return nil
+		}
+		vals := make([]Value, len(in))
+		for i, v := range in {
+			vals[i].Kind = v.Kind
+			if v.Data != nil {
+				start := len(buf)
+				buf = append(buf, v.Data...)
+				vals[i].Data = buf[start:len(buf):len(buf)]
+			}
+		}
+		return vals
+	}
+	out.New = copyVals(c.New)
+	out.Old = copyVals(c.Old)
+	if c.Tables != nil {
+		out.Tables = append([]string(nil), c.Tables...)
+	}
+	if c.Schema != nil {
+		t := *c.Schema
+		out.Schema = &t
+	}
+	return &out
+}
