@@ -25,17 +25,12 @@ func TestRenderScalars(t *testing.T) {
 		{"-inf", value.Kind{Name: value.Float, Width: 64}, value.Value{Float: math.Inf(-1)}, math.Inf(-1)},
 		{"decimal", value.Kind{Name: value.Decimal}, value.Value{Text: "-Infinity"}, "-Infinity"},
 		{"empty bytes", value.Kind{Name: value.Bytes}, value.Value{}, []byte{}},
-		{"1 BC", value.Kind{Name: value.Date}, day(0, 1, 1), "0000-01-01"},
-		{"45 BC", value.Kind{Name: value.Date}, day(-44, 3, 15), "-0044-03-15"},
-		{"far future", value.Kind{Name: value.Date}, day(294276, 12, 31), "+294276-12-31"},
-		{"timestamp", value.Kind{Name: value.Timestamp}, value.Value{Time: time.Date(2026, 1, 2, 3, 4, 5, 6000, time.UTC)}, "2026-01-02 03:04:05.000006"},
+		// Kinds with no SQLite type are TEXT in their portable form
+		// (internal/value/portable tests each form).
+		{"date", value.Kind{Name: value.Date}, day(-44, 3, 15), "-0044-03-15"},
 		{"timestamptz", value.Kind{Name: value.TimestampTZ}, value.Value{Time: time.Date(1999, 12, 31, 23, 59, 59, 999999000, time.FixedZone("x", 3600))}, "1999-12-31T22:59:59.999999Z"},
-		{"-infinity", value.Kind{Name: value.TimestampTZ}, value.Value{Infinite: -1}, "-infinity"},
-		{"24:00", value.Kind{Name: value.Time}, value.Value{Micros: 86400e6}, "24:00:00.000000"},
 		{"timetz", value.Kind{Name: value.Time, Zoned: true}, value.Value{Micros: 1, Offset: -(5*3600 + 30*60 + 7)}, "00:00:00.000001-05:30:07"},
-		{"zero interval", value.Kind{Name: value.Interval}, value.Value{}, "PT0S"},
 		{"interval", value.Kind{Name: value.Interval}, value.Value{Months: 14, Days: -3, Micros: 4*3600e6 + 5*60e6 + 6500000}, "P1Y2M-3DT4H5M6.5S"},
-		{"negative interval", value.Kind{Name: value.Interval}, value.Value{Months: -1, Micros: -1}, "P-1MT-0.000001S"},
 		{"infinite interval", value.Kind{Name: value.Interval}, value.Value{Infinite: 1}, "infinity"},
 		{"null", value.Kind{Name: value.Text}, value.Value{Null: true}, nil},
 	} {
@@ -57,27 +52,18 @@ func TestRenderScalars(t *testing.T) {
 	}
 }
 
+// Arrays are TEXT, the portable JSON form (internal/value/portable tests
+// it); one whose dimensions do not hold its elements is refused.
 func TestRenderArrays(t *testing.T) {
 	f4 := value.Kind{Name: value.Float, Width: 32}
-	arr := func(elem value.Kind) value.Kind { return value.Kind{Name: value.Array, Elem: &elem} }
-	got, err := render(arr(f4), value.Value{Elems: []value.Value{{Float: float64(float32(0.1))}, {Float: math.NaN()}, {Float: math.Inf(1)}, {Null: true}}, Dims: []int{4}})
-	if err != nil || got != `[0.1,"NaN","Infinity",null]` {
+	arr := value.Kind{Name: value.Array, Elem: &f4}
+	got, err := render(arr, value.Value{Elems: []value.Value{{Float: float64(float32(0.1))}, {Float: math.NaN()}, {Null: true}}, Dims: []int{1, 3}})
+	if err != nil || got != `[[0.1,"NaN",null]]` {
 		t.Fatalf("float array: %v %v", got, err)
 	}
-	got, err = render(arr(value.Kind{Name: value.Text}), value.Value{Elems: []value.Value{{Text: "a\"b\\c\n\x01<>"}, {Text: ""}}, Dims: []int{1, 2}})
-	if err != nil || got != `[["a\"b\\c\n\u0001<>",""]]` {
-		t.Fatalf("text array: %v %v", got, err)
-	}
-	got, err = render(arr(value.Kind{Name: value.Bytes}), value.Value{Elems: []value.Value{{Bytes: []byte{0xde, 0xad}}}})
-	if err != nil || got != `["dead"]` {
-		t.Fatalf("bytes array: %v %v", got, err)
-	}
-	if got, err := render(arr(f4), value.Value{}); err != nil || got != "[]" {
-		t.Fatalf("empty array: %v %v", got, err)
-	}
-	_, err = render(arr(f4), value.Value{Elems: []value.Value{{}}, Dims: []int{2, 2}})
+	_, err = render(arr, value.Value{Elems: []value.Value{{}}, Dims: []int{2, 2}})
 	var r *refusal
-	if !errors.As(err, &r) {
+	if !errors.As(err, &r) || err.Error() != "value an array of dimensions [2 2]: it holds 1 elements, its dimensions call for 4" {
 		t.Fatalf("an array short of its dimensions: %v", err)
 	}
 }
