@@ -11,18 +11,36 @@ import (
 // to a target.
 type Router struct {
 	keys map[string][][]int // candidate keys by qualified table name
+	// byTable holds the tables with more than one unique index (the
+	// primary key counts): their changes all go to one lane, in order.
+	byTable map[string]bool
 }
 
 // NewRouter starts from the table definitions of schema.
 func NewRouter(s *chain.Schema) *Router {
-	r := &Router{keys: map[string][][]int{}}
+	r := &Router{keys: map[string][][]int{}, byTable: map[string]bool{}}
 	if s != nil {
 		for i := range s.Tables {
-			t := &s.Tables[i]
-			r.keys[t.QualifiedName()] = t.CandidateKeys()
+			r.follow(&s.Tables[i])
 		}
 	}
 	return r
+}
+
+// follow records a table's definition.
+func (r *Router) follow(t *chain.Table) {
+	name := t.QualifiedName()
+	r.keys[name] = t.CandidateKeys()
+	unique := 0
+	if len(t.PrimaryKey) > 0 {
+		unique++
+	}
+	for _, ix := range t.Indexes {
+		if ix.Unique {
+			unique++
+		}
+	}
+	r.byTable[name] = unique > 1
 }
 
 // Track follows a schema change.
@@ -30,12 +48,16 @@ func (r *Router) Track(c *chain.Change) {
 	if c.Op != chain.OpSchema || c.Schema == nil {
 		return
 	}
-	r.keys[c.Schema.QualifiedName()] = c.Schema.CandidateKeys()
+	r.follow(c.Schema)
 }
 
 // Route says how a change may be applied on lanes: a change to one row of a
-// keyed table goes to the lane its key hashes to (key holds the key values);
-// everything else — keyless tables, a change that moves a row to another key,
+// keyed table goes to the lane its key hashes to (key holds the key values),
+// or, when the table has more than one unique index, to the lane its name
+// alone hashes to (key is empty), so that two rows trading a value of a
+// secondary unique index keep their order — applied out of order, one would
+// collide with the other's old value, or, on MySQL, whose ON DUPLICATE KEY
+// UPDATE fires on any unique index, update the wrong row; everything else — keyless tables, a change that moves a row to another key,
 // truncates and schema changes — is a barrier, applied alone after every
 // lane has committed.
 func (r *Router) Route(c *chain.Change) (key [][]byte, barrier bool) {
@@ -51,6 +73,9 @@ func (r *Router) Route(c *chain.Change) (key [][]byte, barrier bool) {
 	ki, img, ok := chain.KeyImage(c, keys)
 	if !ok {
 		return nil, true
+	}
+	if r.byTable[c.Table] {
+		return [][]byte{}, false
 	}
 	cols := keys[ki]
 	key = make([][]byte, len(cols))
