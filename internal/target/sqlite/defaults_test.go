@@ -40,22 +40,3 @@ func TestAddedColumnDefaultsFillExistingRows(t *testing.T) {
 	}
 	t.Fatal("a sequence default on a table with rows was accepted")
 }
-
-func TestConstantDefaults(t *testing.T) {
-	for expr, want := range map[string]string{
-		"0": "0", "(-1)": "-1", "1.5e3": "1.5e3", "'a''b'::text": "a'b", "'2024-01-01'::date": "2024-01-01",
-		"true": "t", "false": "f", "'{}'::text[]": "{}", "'x'::character varying": "x",
-	} {
-		if got, isNull, ok := constantDefault(expr); !ok || isNull || got != want {
-			t.Errorf("constantDefault(%q) = %q, %t, %t; want %q", expr, got, isNull, ok, want)
-		}
-	}
-	if _, isNull, ok := constantDefault("NULL::text"); !ok || !isNull {
-		t.Error("NULL::text is a NULL constant")
-	}
-	for _, expr := range []string{"now()", "nextval('s'::regclass)", "CURRENT_TIMESTAMP", "(1 + 2)", "gen_random_uuid()", "'a'::text || 'b'::text"} {
-		if _, _, ok := constantDefault(expr); ok {
-			t.Errorf("constantDefault(%q) read as a constant", expr)
-		}
-	}
-}
