@@ -31,14 +31,14 @@ func loadChunks(ctx context.Context, conn *sql.Conn, ch *chain.Chain, s *chain.S
 	defer ins.close()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	fetched := prefetchChunks(ctx, ch, td, len(cols))
+	fetched := chain.PrefetchRows(ctx, ch, td, len(cols))
 	it := chain.NewTupleIter(nil, len(cols))
 	var total int64
 	for c := range fetched {
-		if c.err != nil {
-			return 0, c.err
+		if c.Err != nil {
+			return 0, c.Err
 		}
-		it.Reset(c.body, len(cols))
+		it.Reset(c.Body, len(cols))
 		var n int64
 		for it.Next() {
 			if err := ins.add(ctx, it.Values()); err != nil {
@@ -47,58 +47,20 @@ func loadChunks(ctx context.Context, conn *sql.Conn, ch *chain.Chain, s *chain.S
 			n++
 		}
 		if err := it.Err(); err != nil {
-			return 0, fmt.Errorf("table %s, chunk %s: %w", td.Table, c.key, err)
+			return 0, fmt.Errorf("table %s, chunk %s: %w", td.Table, c.Key, err)
 		}
-		if n != c.rows {
-			return 0, errcode.New(errcode.ChunkCorrupt, "chunk %s of table %s holds %d tuples, its header records %d", c.key, td.Table, n, c.rows)
+		if n != c.Rows {
+			return 0, errcode.New(errcode.ChunkCorrupt, "chunk %s of table %s holds %d tuples, its header records %d", c.Key, td.Table, n, c.Rows)
 		}
 		total += n
 		if progress != nil {
-			progress(n, int64(len(c.body)))
+			progress(n, int64(len(c.Body)))
 		}
 	}
 	if err := ins.flush(ctx); err != nil {
 		return 0, err
 	}
 	return total, nil
-}
-
-// fetchedChunk is one verified row chunk body, or the error that ended the
-// fetching.
-type fetchedChunk struct {
-	key  string
-	body []byte
-	rows int64
-	err  error
-}
-
-// prefetchChunks reads td's chunks in order, up to two ahead of the
-// consumer, checking that each is a row chunk of the table's width. The
-// channel closes after the last chunk or the first error.
-func prefetchChunks(ctx context.Context, ch *chain.Chain, td chain.TableData, ncols int) <-chan fetchedChunk {
-	out := make(chan fetchedChunk, 2)
-	go func() {
-		defer close(out)
-		for _, ref := range td.Chunks {
-			hdr, body, err := ch.ReadChunk(ctx, ref)
-			switch {
-			case err != nil:
-			case hdr.Kind != chain.ChunkKindRows:
-				err = errcode.New(errcode.ChunkCorrupt, "chunk %s of table %s is not a row chunk (kind %d)", ref.Key, td.Table, hdr.Kind)
-			case hdr.Columns != ncols:
-				err = errcode.New(errcode.ChunkCorrupt, "chunk %s has %d columns, table %s stores %d", ref.Key, hdr.Columns, td.Table, ncols)
-			}
-			select {
-			case out <- fetchedChunk{key: ref.Key, body: body, rows: hdr.Rows, err: err}:
-			case <-ctx.Done():
-				return
-			}
-			if err != nil {
-				return
-			}
-		}
-	}()
-	return out
 }
 
 // inserter batches rows into multi-row INSERT statements: a prepared one
