@@ -34,7 +34,7 @@ var kvPassword = regexp.MustCompile(`(?i)(^|\s)password\s*=`)
 
 // HasLiteralPassword reports whether dsn carries a password in clear.
 func HasLiteralPassword(dsn string) bool {
-	if u, err := url.Parse(dsn); err == nil && (u.Scheme == "postgres" || u.Scheme == "postgresql" || u.Scheme == "mysql") {
+	if u, err := url.Parse(dsn); err == nil && (u.Scheme == "postgres" || u.Scheme == "postgresql" || u.Scheme == "mysql" || u.Scheme == "mariadb") {
 		if _, set := u.User.Password(); set {
 			return true
 		}
@@ -83,7 +83,7 @@ func (r DSNRef) Resolve() (string, error) {
 }
 
 func withPassword(dsn, pw string) (string, error) {
-	if u, err := url.Parse(dsn); err == nil && (u.Scheme == "postgres" || u.Scheme == "postgresql" || u.Scheme == "mysql") {
+	if u, err := url.Parse(dsn); err == nil && (u.Scheme == "postgres" || u.Scheme == "postgresql" || u.Scheme == "mysql" || u.Scheme == "mariadb") {
 		name := ""
 		if u.User != nil {
 			name = u.User.Username()

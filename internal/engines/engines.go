@@ -7,6 +7,8 @@ package engines
 import (
 	// PostgreSQL sources.
 	_ "github.com/sluicehq/sluice/internal/source/postgres"
+	// MySQL-family targets (MariaDB; MySQL 8 by version detection).
+	_ "github.com/sluicehq/sluice/internal/target/mysql"
 	// PostgreSQL targets.
 	_ "github.com/sluicehq/sluice/internal/target/postgres"
 	// SQLite targets.

@@ -1,0 +1,146 @@
+package mysql
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+
+	"github.com/sluicehq/sluice/internal/chain"
+	"github.com/sluicehq/sluice/internal/errcode"
+	"github.com/sluicehq/sluice/internal/target"
+)
+
+// A load's INSERT carries up to loadBatchRows rows, fewer for a table so
+// wide that they would bind more than maxPlaceholders parameters, and is
+// sent early once its values pass loadBatchBytes, well inside the
+// server's max_allowed_packet (16 MiB by default on MariaDB).
+const (
+	loadBatchRows   = 1000
+	maxPlaceholders = 65535
+	loadBatchBytes  = 4 << 20
+)
+
+// loadChunks inserts the rows of td's chunks into the table just created,
+// inside conn's open transaction, and returns how many it inserted (s is
+// the full's schema, for the enums it records). The next chunks are
+// fetched and verified while the rows of the current one are decoded and
+// inserted.
+func loadChunks(ctx context.Context, conn *sql.Conn, ch *chain.Chain, s *chain.Schema, tb *chain.Table, td chain.TableData, f flavor, progress target.LoadProgress) (int64, error) {
+	cols := storedColumns(withKinds(s, tb), f)
+	ins := newInserter(conn, td.Table, tableName(tb), cols)
+	defer ins.close()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	it := chain.NewTupleIter(nil, len(cols))
+	var total int64
+	for c := range chain.PrefetchRows(ctx, ch, td, len(cols)) {
+		if c.Err != nil {
+			return 0, c.Err
+		}
+		it.Reset(c.Body, len(cols))
+		var n int64
+		for it.Next() {
+			if err := ins.add(ctx, it.Values()); err != nil {
+				return 0, err
+			}
+			n++
+		}
+		if err := it.Err(); err != nil {
+			return 0, fmt.Errorf("table %s, chunk %s: %w", td.Table, c.Key, err)
+		}
+		if n != c.Rows {
+			return 0, errcode.New(errcode.ChunkCorrupt, "chunk %s of table %s holds %d tuples, its header records %d", c.Key, td.Table, n, c.Rows)
+		}
+		total += n
+		if progress != nil {
+			progress(n, int64(len(c.Body)))
+		}
+	}
+	if err := ins.flush(ctx); err != nil {
+		return 0, err
+	}
+	return total, nil
+}
+
+// inserter batches rows into multi-row INSERT statements: a prepared one
+// of full batches, and one for the rows left when a batch is sent early.
+type inserter struct {
+	conn    *sql.Conn
+	table   string // the recorded name, for messages
+	rel     string // the quoted MySQL name
+	cols    []column
+	perStmt int
+	full    *sql.Stmt
+	args    []any
+	pending int
+	bytes   int
+}
+
+func newInserter(conn *sql.Conn, table, name string, cols []column) *inserter {
+	per := min(loadBatchRows, maxPlaceholders/max(len(cols), 1))
+	return &inserter{conn: conn, table: table, rel: quoteIdent(name), cols: cols, perStmt: per, args: make([]any, per*len(cols))}
+}
+
+// insertSQL is an INSERT of rows rows of every stored column.
+func (in *inserter) insertSQL(rows int) string {
+	names := make([]string, len(in.cols))
+	for i, c := range in.cols {
+		names[i] = c.quoted
+	}
+	one := "(" + strings.TrimSuffix(strings.Repeat("?, ", len(in.cols)), ", ") + ")"
+	return "INSERT INTO " + in.rel + " (" + strings.Join(names, ", ") + ") VALUES " + strings.TrimSuffix(strings.Repeat(one+", ", rows), ", ")
+}
+
+// add decodes one tuple into the batch, sending the batch when it is full.
+func (in *inserter) add(ctx context.Context, values [][]byte) error {
+	base := in.pending * len(in.cols)
+	for i := range in.cols {
+		c := &in.cols[i]
+		arg, err := c.fromChunk(values[i])
+		if err != nil {
+			return refuseValue(in.table, c, err)
+		}
+		in.args[base+i] = arg
+		in.bytes += len(values[i]) + 8
+	}
+	in.pending++
+	if in.pending == in.perStmt || in.bytes >= loadBatchBytes {
+		return in.flush(ctx)
+	}
+	return nil
+}
+
+// flush inserts the rows batched so far.
+func (in *inserter) flush(ctx context.Context) error {
+	if in.pending == 0 {
+		return nil
+	}
+	st := in.full
+	if in.pending < in.perStmt || st == nil {
+		var err error
+		st, err = in.conn.PrepareContext(ctx, in.insertSQL(in.pending))
+		if err != nil {
+			return classify(err, "prepare the insert into "+in.table)
+		}
+		if in.pending == in.perStmt {
+			in.full = st
+		} else {
+			defer st.Close()
+		}
+	}
+	args := in.args[:in.pending*len(in.cols)]
+	_, err := st.ExecContext(ctx, args...)
+	clear(args) // drop the references to the chunk's bytes
+	in.pending, in.bytes = 0, 0
+	if err != nil {
+		return classify(err, "insert into "+in.table)
+	}
+	return nil
+}
+
+func (in *inserter) close() {
+	if in.full != nil {
+		in.full.Close()
+	}
+}

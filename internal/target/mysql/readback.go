@@ -1,0 +1,129 @@
+package mysql
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/sluicehq/sluice/internal/chain"
+	"github.com/sluicehq/sluice/internal/value"
+	"github.com/sluicehq/sluice/internal/value/portable"
+)
+
+// ReadRows reads a restored table back as neutral values, ordered by its
+// first column, decoding each stored value by the rules of
+// docs/mysql-target.md: what a comparison with the source (or another
+// target) normalizes by kind. It reads through a prepared statement, so
+// floats arrive in their binary form, exactly.
+func (t *Target) ReadRows(ctx context.Context, tb *chain.Table) ([][]value.Value, error) {
+	cols := storedColumns(tb, t.flavor)
+	byName := map[string]column{}
+	for _, c := range cols {
+		byName[c.name] = c
+	}
+	names := make([]string, len(tb.Columns))
+	for i, c := range tb.Columns {
+		names[i] = quoteIdent(c.Name)
+	}
+	query := "SELECT " + strings.Join(names, ", ") + " FROM " + quoteIdent(tableName(tb)) + " ORDER BY 1"
+	st, err := t.db.PrepareContext(ctx, query)
+	if err != nil {
+		return nil, classify(err, "read "+tableName(tb))
+	}
+	defer st.Close()
+	r, err := st.QueryContext(ctx)
+	if err != nil {
+		return nil, classify(err, "read "+tableName(tb))
+	}
+	defer r.Close()
+	var out [][]value.Value
+	for r.Next() {
+		raw := make([]any, len(names))
+		ptrs := make([]any, len(names))
+		for i := range raw {
+			ptrs[i] = &raw[i]
+		}
+		if err := r.Scan(ptrs...); err != nil {
+			return nil, classify(err, "read "+tableName(tb))
+		}
+		row := make([]value.Value, len(raw))
+		for i, x := range raw {
+			c, ok := byName[tb.Columns[i].Name]
+			if !ok {
+				c = column{kind: kindOf(tb.Columns[i])}
+			}
+			v, err := c.readStored(x)
+			if err != nil {
+				return nil, fmt.Errorf("read %s.%s = %#v: %w", tb.Name, tb.Columns[i].Name, x, err)
+			}
+			row[i] = v
+		}
+		out = append(out, row)
+	}
+	if err := r.Err(); err != nil {
+		return nil, classify(err, "read "+tableName(tb))
+	}
+	return out, nil
+}
+
+// readStored decodes one stored value of the column.
+func (c *column) readStored(x any) (value.Value, error) {
+	k := c.kind
+	switch v := x.(type) {
+	case nil:
+		return value.Value{Null: true}, nil
+	case int64:
+		switch k.Name {
+		case value.Int:
+			return value.Value{Int: v, Uint: uint64(v)}, nil
+		case value.Bool:
+			return value.Value{Bool: v != 0}, nil
+		}
+	case uint64:
+		if k.Name == value.Int {
+			return value.Value{Int: int64(v), Uint: v}, nil
+		}
+	case float32:
+		if k.Name == value.Float {
+			return value.Value{Float: float64(v)}, nil
+		}
+	case float64:
+		if k.Name == value.Float {
+			return value.Value{Float: v}, nil
+		}
+	case []byte:
+		return c.readText(string(v))
+	case string:
+		return c.readText(v)
+	}
+	return value.Value{}, fmt.Errorf("a %T stored for kind %s", x, k.Name)
+}
+
+// readText decodes the text the server sent for a value of the column.
+func (c *column) readText(s string) (value.Value, error) {
+	k := c.kind
+	switch k.Name {
+	case value.Bytes:
+		return value.Value{Bytes: []byte(s)}, nil
+	case value.Decimal:
+		if c.unconstrained && strings.Contains(s, ".") {
+			s = strings.TrimSuffix(strings.TrimRight(s, "0"), ".")
+		}
+		return value.DecodePGText(k, []byte(s))
+	case value.Timestamp, value.TimestampTZ:
+		ts := k
+		ts.Name = value.Timestamp
+		return portable.ParseText(ts, s)
+	case value.Time:
+		if k.Zoned {
+			return portable.ParseText(k, s)
+		}
+		us, err := portable.ParseClock(s)
+		return value.Value{Micros: us}, err
+	case value.UUID:
+		return value.Value{Text: strings.ToLower(s)}, nil
+	case value.Text, value.Enum, value.Other, value.JSON:
+		return value.Value{Text: s}, nil
+	}
+	return portable.ParseText(k, s)
+}
