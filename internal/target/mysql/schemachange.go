@@ -90,10 +90,10 @@ func (a *applier) namesBesides(qualified string) nameSet {
 
 // liveColumn is one column of a live table.
 type liveColumn struct {
-	name      string
-	nullable  bool
-	generated bool
-	autoInc   bool
+	name           string
+	nullable       bool
+	generated      bool
+	autoInc        bool
 	hasDefaultExpr bool
 }
 
