@@ -110,38 +110,8 @@ func pgBool(b bool) []byte {
 	return []byte{0}
 }
 
-// writeFull stores rows of one table as row chunks of at most perChunk
-// rows and returns the table's data.
-func writeFull(t testing.TB, ch *chain.Chain, tb *chain.Table, perChunk int, data [][][]byte) chain.TableData {
-	t.Helper()
-	ctx := context.Background()
-	td := chain.TableData{Table: tb.QualifiedName()}
-	b := chain.NewRowBuilder(td.Table, len(tb.SuppliedColumns()))
-	flush := func() {
-		if b.Rows() == 0 {
-			return
-		}
-		enc, err := b.Encode()
-		if err != nil {
-			t.Fatal(err)
-		}
-		ref, err := ch.WriteChunk(ctx, chain.DataKey("full", fmt.Sprintf("%s-%04d.slck", td.Table, len(td.Chunks))), enc, b.Rows(), int64(b.RawLen()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		td.Chunks = append(td.Chunks, ref)
-		td.Rows += ref.Rows
-		b.Reset()
-	}
-	for _, r := range data {
-		b.AppendRow(r)
-		if int(b.Rows()) >= perChunk {
-			flush()
-		}
-	}
-	flush()
-	return td
-}
+// writeFull stores rows of one table as row chunks (chaintest.WriteFull).
+var writeFull = chaintest.WriteFull
 
 // restore prepares the target for s and loads each table's rows.
 func restore(t testing.TB, tg *Target, ch *chain.Chain, s *chain.Schema, data map[string]chain.TableData) {
