@@ -131,7 +131,7 @@ func (p keyProbe) ProbeKey(ctx context.Context, qualified string, def *chain.Tab
 	carried, prefixOnly := false, true
 	var qualifying []keyCandidate
 	for _, k := range cands {
-		whole, all, notNull := true, true, true
+		whole, all, derived, notNull := true, true, true, true
 		for _, c := range k.cols {
 			if c == "" {
 				whole = false
@@ -139,13 +139,17 @@ func (p keyProbe) ProbeKey(ctx context.Context, qualified string, def *chain.Tab
 			}
 			lc, _ := live.column(c)
 			all = all && supplied[foldName(c)] && !lc.generated
+			// A generated column is computed from the row, so a re-applied
+			// row would collide on it: the key is no surrogate, though it
+			// never counts as supplied.
+			derived = derived && (supplied[foldName(c)] || lc.generated)
 			notNull = notNull && !lc.nullable
 		}
 		if !whole {
 			continue
 		}
 		prefixOnly = false
-		carried = carried || all
+		carried = carried || derived
 		if all && notNull {
 			qualifying = append(qualifying, k)
 		}

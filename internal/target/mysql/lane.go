@@ -20,6 +20,19 @@ const (
 	maxBackoff   = 2 * time.Second
 )
 
+// testHookImplicit, when set (by tests), runs before (after false) and
+// after (after true) a schema change or truncate runs on a lane or in a
+// restore; an error it returns ends the work there, as a crash would.
+var testHookImplicit func(c *chain.Change, after bool) error
+
+// implicitHook runs testHookImplicit for c when c commits implicitly.
+func implicitHook(c *chain.Change, after bool) error {
+	if testHookImplicit == nil || (c.Op != chain.OpSchema && c.Op != chain.OpTruncate) {
+		return nil
+	}
+	return testHookImplicit(c, after)
+}
+
 // lane applies changes on a connection of its own, one InnoDB transaction
 // at a time. It keeps a copy of every change of the open transaction, so
 // that when InnoDB rolls the transaction back for a deadlock or a lock
@@ -62,6 +75,12 @@ func (t *Target) OpenLane(ctx context.Context, cfg target.LaneConfig) (target.La
 		if _, err := conn.ExecContext(ctx, "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED"); err != nil {
 			conn.Close()
 			return nil, classify(err, "set the apply lane's isolation level")
+		}
+	}
+	if t.lockWaitSeconds > 0 {
+		if _, err := conn.ExecContext(ctx, "SET SESSION innodb_lock_wait_timeout = ?", t.lockWaitSeconds); err != nil {
+			conn.Close()
+			return nil, classify(err, "set the apply lane's lock wait timeout")
 		}
 	}
 	return &lane{t: t, conn: conn, app: newApplier(t.flavor, cfg.Schema, cfg.Arbiters, t.multiUniqueTables()), cfg: cfg}, nil
@@ -122,10 +141,16 @@ func (l *lane) Apply(ctx context.Context, c *chain.Change) error {
 	}
 	err := l.begin(ctx)
 	if err == nil {
+		err = implicitHook(c, false)
+	}
+	if err == nil {
 		err = l.app.apply(ctx, l.conn, c)
 	}
 	if err != nil && retryable(err) {
 		err = l.retry(ctx, err, func() error { return l.app.apply(ctx, l.conn, c) })
+	}
+	if err == nil {
+		err = implicitHook(c, true)
 	}
 	if err != nil {
 		return l.fail(ctx, classify(err, "apply transaction"))

@@ -180,6 +180,9 @@ type Target struct {
 	schema string // the database
 	flavor flavor
 	unique uniqueSeen
+	// lockWaitSeconds, when set, is the lanes' innodb_lock_wait_timeout
+	// (the server's own otherwise; tests shorten it).
+	lockWaitSeconds int
 }
 
 var (

@@ -59,16 +59,6 @@ func ensureControlTables(ctx context.Context, q execer, f flavor) error {
 	return nil
 }
 
-// tableExists reports whether the target database has a base table or
-// view of that name.
-func tableExists(ctx context.Context, q execer, name string) (bool, error) {
-	var n int
-	if err := q.QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?`, name).Scan(&n); err != nil {
-		return false, classify(err, "look up "+name)
-	}
-	return n > 0, nil
-}
-
 // readRow reads a stream's position row on q, with lock (" FOR UPDATE",
 // " LOCK IN SHARE MODE" or ""); found is false when there is none, or no
 // control table yet.
