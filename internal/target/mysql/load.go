@@ -28,10 +28,15 @@ const (
 // inserted.
 func loadChunks(ctx context.Context, conn *sql.Conn, ch *chain.Chain, s *chain.Schema, tb *chain.Table, td chain.TableData, f flavor, progress target.LoadProgress) (int64, error) {
 	cols := storedColumns(withKinds(s, tb), f)
-	ins := newInserter(conn, td.Table, tableName(tb), cols)
-	defer ins.close()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	var ins rowSink
+	if f.localInfile && !forceInsertLoad {
+		ins = newInfileLoader(ctx, conn, td.Table, tableName(tb), cols)
+	} else {
+		ins = newInserter(conn, td.Table, tableName(tb), cols)
+	}
+	defer ins.close()
 	it := chain.NewTupleIter(nil, len(cols))
 	var total int64
 	for c := range chain.PrefetchRows(ctx, ch, td, len(cols)) {
@@ -62,6 +67,19 @@ func loadChunks(ctx context.Context, conn *sql.Conn, ch *chain.Chain, s *chain.S
 	}
 	return total, nil
 }
+
+// rowSink is where a load writes a table's rows: a LOAD DATA LOCAL INFILE
+// stream where the server allows it (infileLoader), multi-row INSERTs
+// otherwise (inserter).
+type rowSink interface {
+	add(ctx context.Context, values [][]byte) error
+	flush(ctx context.Context) error
+	close()
+}
+
+// forceInsertLoad makes every load use multi-row INSERTs (the benchmark
+// compares both ways).
+var forceInsertLoad bool
 
 // inserter batches rows into multi-row INSERT statements: a prepared one
 // of full batches, and one for the rows left when a batch is sent early.

@@ -133,6 +133,9 @@ type flavor struct {
 	// binlogRow is set when the server logs no statements (binlog off, or
 	// in ROW format), so READ COMMITTED may be used.
 	binlogRow bool
+	// localInfile is set on a MariaDB server that takes LOAD DATA LOCAL
+	// INFILE (local_infile on), which restores load through.
+	localInfile bool
 }
 
 // uuidType reports whether the server has a native UUID type (MariaDB
@@ -213,13 +216,16 @@ func Open(ctx context.Context, dsn string) (*Target, error) {
 	db.SetConnMaxIdleTime(5 * time.Minute)
 	t := &Target{db: db, name: cfg.Addr + "/" + cfg.DBName, schema: cfg.DBName}
 	var version, binlogFormat string
-	var logBin int
-	if err := db.QueryRowContext(ctx, "SELECT VERSION(), @@log_bin, @@binlog_format").Scan(&version, &logBin, &binlogFormat); err != nil {
+	var logBin, localInfile int
+	if err := db.QueryRowContext(ctx, "SELECT VERSION(), @@log_bin, @@binlog_format, @@local_infile").Scan(&version, &logBin, &binlogFormat, &localInfile); err != nil {
 		db.Close()
 		return nil, classify(err, "connect to MySQL target "+t.name)
 	}
 	t.flavor = parseVersion(version)
 	t.flavor.binlogRow = logBin == 0 || strings.EqualFold(binlogFormat, "ROW")
+	// MySQL 8 keeps local_infile off by default and will not read a JSON
+	// value from a binary stream; its loads use INSERTs.
+	t.flavor.localInfile = localInfile == 1 && t.flavor.mariadb
 	return t, nil
 }
 
