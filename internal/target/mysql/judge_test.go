@@ -150,3 +150,35 @@ func TestDSNChecked(t *testing.T) {
 		t.Errorf("describe: %q, %v", name, err)
 	}
 }
+
+// Control tables an administrator created are enough: a user with only
+// SELECT, INSERT, UPDATE and DELETE passes the marks judgment.
+func TestMarksUsableOnTablesAnAdministratorCreated(t *testing.T) {
+	tg := openTarget(t)
+	if err := tg.State().EnsureControlTables(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	admin := testenv.MySQL(t, "")
+	user := fmt.Sprintf("sluice_dml_%d", time.Now().UnixNano()%1e6)
+	for _, host := range []string{"%", "localhost"} {
+		for _, s := range []string{
+			"CREATE USER '" + user + "'@'" + host + "' IDENTIFIED BY 'pw'",
+			"GRANT SELECT, INSERT, UPDATE, DELETE ON `" + tg.schema + "`.* TO '" + user + "'@'" + host + "'",
+		} {
+			if _, err := admin.Exec(s); err != nil {
+				t.Fatalf("%s: %v", s, err)
+			}
+		}
+		t.Cleanup(func() { _, _ = admin.Exec("DROP USER IF EXISTS '" + user + "'@'" + host + "'") })
+	}
+	u, _ := url.Parse(testenv.MySQLDSN(tg.schema))
+	u.User = url.UserPassword(user, "pw")
+	dml, err := Open(context.Background(), u.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dml.Close(context.Background())
+	if err := dml.JudgeColdStart(context.Background(), &chain.Schema{Tables: []chain.Table{keyedTable()}}); err != nil {
+		t.Fatalf("a DML-only user on existing control tables: %v", err)
+	}
+}

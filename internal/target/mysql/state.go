@@ -48,9 +48,19 @@ func marksErr(err error, what string) error {
 	return classify(err, what)
 }
 
-// ensureControlTables creates the control tables on q when missing. Each
-// CREATE commits implicitly, so it runs outside any transaction.
+// ensureControlTables creates the control tables on q when missing (a
+// user that may only write tables an administrator created needs no
+// CREATE). Each CREATE commits implicitly, so it runs outside any
+// transaction.
 func ensureControlTables(ctx context.Context, q execer, f flavor) error {
+	var n int
+	if err := q.QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME IN (?, ?)`,
+		stateTable, marksTable).Scan(&n); err != nil {
+		return classify(err, "look up the broker's control tables")
+	}
+	if n == 2 {
+		return nil
+	}
 	for _, s := range controlTablesSQL(f) {
 		if _, err := q.ExecContext(ctx, s); err != nil {
 			return marksErr(err, "create the broker's control tables")
