@@ -30,8 +30,9 @@ func objectType(ctx context.Context, q execer, name string) (string, error) {
 // Prepare readies the target for the tables of s: it refuses a schema
 // whose names do not map onto MySQL, and one a table of which already holds
 // rows in the target (SLUICE-E-TARGET-NOT-EMPTY) unless replace, which
-// drops it. Partitioned tables, which hold no rows of their own, are not
-// created: their partitions' rows land in tables of their own names.
+// drops it. A partitioned table, which holds no rows of its own, is
+// created bare here (its partitions are tables of their own names), so a
+// change a publication sends through the partition root finds it.
 func (t *Target) Prepare(ctx context.Context, s *chain.Schema, replace bool) error {
 	if err := checkNames(s); err != nil {
 		return err
@@ -76,6 +77,17 @@ func (t *Target) Prepare(ctx context.Context, s *chain.Schema, replace bool) err
 	}
 	if len(busy) > 0 {
 		return errcode.New(errcode.TargetNotEmpty, "target tables already hold rows: %s", strings.Join(busy, ", "))
+	}
+	for i := range s.Tables {
+		tb := withKinds(s, &s.Tables[i])
+		if !tb.Partitioned() {
+			continue
+		}
+		for _, stmt := range []string{"DROP TABLE IF EXISTS " + quoteIdent(tableName(tb)), createTableSQL(tb, t.flavor, false)} {
+			if _, err := conn.ExecContext(ctx, stmt); err != nil {
+				return classify(err, "create partitioned table "+tb.QualifiedName())
+			}
+		}
 	}
 	return nil
 }
