@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"fmt"
 	"log/slog"
+	"os"
+	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice/internal/chain"
@@ -25,9 +27,31 @@ const (
 // restore; an error it returns ends the work there, as a crash would.
 var testHookImplicit func(c *chain.Change, after bool) error
 
-// implicitHook runs testHookImplicit for c when c commits implicitly.
-func implicitHook(c *chain.Change, after bool) error {
-	if testHookImplicit == nil || (c.Op != chain.OpSchema && c.Op != chain.OpTruncate) {
+// holdEnv names the failpoint the integration tests SIGKILL a worker at,
+// on either side of a schema change or truncate: its value is SIDE:PATH
+// (SIDE before or after). The first lane or restore to reach such a
+// statement on that side creates the file PATH and waits there until its
+// process is killed or its context ends; once PATH exists the point is
+// passed, so the restarted worker goes on. Never set outside tests.
+const holdEnv = "SLUICE_TEST_MYSQL_HOLD_IMPLICIT"
+
+var holdAt = os.Getenv(holdEnv)
+
+// implicitHook runs testHookImplicit, and the holdEnv failpoint, for c
+// when c commits implicitly.
+func implicitHook(ctx context.Context, c *chain.Change, after bool) error {
+	if c.Op != chain.OpSchema && c.Op != chain.OpTruncate {
+		return nil
+	}
+	if side, path, ok := strings.Cut(holdAt, ":"); ok && (side == "after") == after {
+		if f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644); err == nil {
+			f.Close()
+			slog.Warn("MySQL target: holding at a failpoint until killed", "env", holdEnv, "side", side, "op", c.Op.String())
+			<-ctx.Done()
+			return ctx.Err()
+		}
+	}
+	if testHookImplicit == nil {
 		return nil
 	}
 	return testHookImplicit(c, after)
@@ -141,7 +165,7 @@ func (l *lane) Apply(ctx context.Context, c *chain.Change) error {
 	}
 	err := l.begin(ctx)
 	if err == nil {
-		err = implicitHook(c, false)
+		err = implicitHook(ctx, c, false)
 	}
 	if err == nil {
 		err = l.app.apply(ctx, l.conn, c)
@@ -150,7 +174,7 @@ func (l *lane) Apply(ctx context.Context, c *chain.Change) error {
 		err = l.retry(ctx, err, func() error { return l.app.apply(ctx, l.conn, c) })
 	}
 	if err == nil {
-		err = implicitHook(c, true)
+		err = implicitHook(ctx, c, true)
 	}
 	if err != nil {
 		return l.fail(ctx, classify(err, "apply transaction"))

@@ -78,13 +78,13 @@ func (t *Target) RestoreIncremental(ctx context.Context, ch *chain.Chain, chainI
 		if err := r.record(ctx, i, false); err != nil {
 			return err
 		}
-		if err := implicitHook(c, false); err != nil {
+		if err := implicitHook(ctx, c, false); err != nil {
 			return err
 		}
 		if err := r.app.apply(ctx, conn, c); err != nil {
 			return fmt.Errorf("incremental %s: %w", m.ID, err)
 		}
-		if err := implicitHook(c, true); err != nil {
+		if err := implicitHook(ctx, c, true); err != nil {
 			return err
 		}
 		if err := beginTx(ctx, conn, "restore of incremental "+m.ID); err != nil {
