@@ -138,10 +138,6 @@ type flavor struct {
 	localInfile bool
 }
 
-// uuidType reports whether the server has a native UUID type (MariaDB
-// 10.7 and later).
-func (f flavor) uuidType() bool { return f.mariadb && (f.major > 10 || f.major == 10 && f.minor >= 7) }
-
 // aliasInsert reports whether the server takes INSERT … AS new ON
 // DUPLICATE KEY UPDATE c = new.c (MySQL 8.0.19 and later), where VALUES()
 // is deprecated.

@@ -191,9 +191,9 @@ func declType(k value.Kind, native string, keyLen int, f flavor) (decl string, u
 	case value.Interval:
 		return "VARCHAR(64)", false
 	case value.UUID:
-		if f.uuidType() {
-			return "UUID", false
-		}
+		// Not MariaDB's UUID type: MariaDB 10.11 refuses 128-bit values
+		// PostgreSQL takes (a version nibble above 5 with the oldest
+		// variant bits, as md5(…)::uuid gives).
 		return "CHAR(36) CHARACTER SET ascii COLLATE ascii_bin", false
 	case value.JSON, value.Array:
 		return "JSON", false
