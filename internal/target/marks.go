@@ -1,6 +1,14 @@
 package target
 
-import "github.com/sluicehq/sluice/internal/chain"
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+
+	"github.com/sluicehq/sluice/internal/chain"
+)
 
 // MarkBatch collects the apply marks one lane transaction writes: for each
 // source transaction it touched, the ordinals it applied, in order.
@@ -61,4 +69,38 @@ func Ranges(ords []uint32) []uint32 {
 		out = append(out, o, o)
 	}
 	return out
+}
+
+// RangesJSON renders inclusive ranges lo, hi, lo, hi, … as the JSON array
+// the SQLite and MySQL targets store a mark's ordinals in.
+func RangesJSON(ranges []uint32) string {
+	buf := make([]byte, 0, 2+len(ranges)*6)
+	buf = append(buf, '[')
+	for i, r := range ranges {
+		if i > 0 {
+			buf = append(buf, ',')
+		}
+		buf = strconv.AppendUint(buf, uint64(r), 10)
+	}
+	return string(append(buf, ']'))
+}
+
+// ParseRangesJSON reads what RangesJSON writes, refusing an odd count, a
+// bound out of range and a range whose end is before its start.
+func ParseRangesJSON(text string) ([]uint32, error) {
+	var raw []int64
+	if err := json.Unmarshal([]byte(text), &raw); err != nil {
+		return nil, fmt.Errorf("ranges: %w", err)
+	}
+	if len(raw)%2 != 0 {
+		return nil, errors.New("ranges: an odd number of bounds")
+	}
+	out := make([]uint32, len(raw))
+	for i, r := range raw {
+		if r < 0 || r > math.MaxUint32 || (i%2 == 1 && r < raw[i-1]) {
+			return nil, fmt.Errorf("ranges: bound %d out of order or range", r)
+		}
+		out[i] = uint32(r)
+	}
+	return out, nil
 }

@@ -3,11 +3,8 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"math"
-	"strconv"
 
 	"github.com/sluicehq/sluice/internal/chain"
 	"github.com/sluicehq/sluice/internal/errcode"
@@ -102,17 +99,8 @@ func writeMarks(ctx context.Context, q execer, stream string, b *target.MarkBatc
 		return nil
 	}
 	return b.Each(func(id chain.Identity, ranges []uint32) error {
-		buf := make([]byte, 0, 2+len(ranges)*6)
-		buf = append(buf, '[')
-		for i, r := range ranges {
-			if i > 0 {
-				buf = append(buf, ',')
-			}
-			buf = strconv.AppendUint(buf, uint64(r), 10)
-		}
-		buf = append(buf, ']')
 		_, err := q.ExecContext(ctx, `INSERT INTO `+marksTable+` (stream_id, link_id, xid, commit_lsn, tx_id, first_ordinal, ranges) VALUES (?, ?, ?, ?, ?, ?, ?)
-			ON CONFLICT DO NOTHING`, stream, b.Link, int64(id.XID), int64(id.CommitLSN), id.Tx, int64(ranges[0]), string(buf))
+			ON CONFLICT DO NOTHING`, stream, b.Link, int64(id.XID), int64(id.CommitLSN), id.Tx, int64(ranges[0]), target.RangesJSON(ranges))
 		if err != nil {
 			return marksErr(err, "write "+marksTable)
 		}
@@ -211,7 +199,7 @@ func (s stateStore) ReadMarks(ctx context.Context, stream string, add func(tx ch
 		if err := rows.Scan(&xid, &lsn, &txID, &text); err != nil {
 			return marksErr(err, "read "+marksTable)
 		}
-		ranges, err := parseRanges(text)
+		ranges, err := target.ParseRangesJSON(text)
 		if err != nil || xid < 0 || xid > math.MaxUint32 {
 			return errcode.New(errcode.ApplyMarksUnavailable, "a row of %s (xid %d) is damaged: ranges %q", marksTable, xid, text)
 		}
@@ -224,23 +212,4 @@ func (s stateStore) ReadMarks(ctx context.Context, stream string, add func(tx ch
 		return marksErr(err, "read "+marksTable)
 	}
 	return nil
-}
-
-// parseRanges reads a mark's JSON array of inclusive bounds.
-func parseRanges(text string) ([]uint32, error) {
-	var raw []int64
-	if err := json.Unmarshal([]byte(text), &raw); err != nil {
-		return nil, fmt.Errorf("ranges: %w", err)
-	}
-	if len(raw)%2 != 0 {
-		return nil, errors.New("ranges: an odd number of bounds")
-	}
-	out := make([]uint32, len(raw))
-	for i, r := range raw {
-		if r < 0 || r > math.MaxUint32 || (i%2 == 1 && r < raw[i-1]) {
-			return nil, fmt.Errorf("ranges: bound %d out of order or range", r)
-		}
-		out[i] = uint32(r)
-	}
-	return out, nil
 }
