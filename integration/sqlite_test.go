@@ -104,7 +104,14 @@ func TestPostgresToSQLiteSurvivesWorkerKills(t *testing.T) {
 	mustSluice(t, pq("backup", "stream", "stop", "--target", chainURL)...)
 	waitWorkflowEnd(t, "producer/"+chainURL, time.Minute)
 	waitBrokerAt(t, stream, lastIncremental(t, chainURL, nil), 5*time.Minute)
-	requireSameRowsSQLite(t, src, chainURL, file)
+	tgt, err := sqlitetarget.Open(context.Background(), file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tgt.Close(context.Background())
+	requireSameNeutralRows(t, src, chainURL, "SQLite target "+file, func(tb *chain.Table) ([][]value.Value, error) {
+		return tgt.ReadRows(context.Background(), tb)
+	})
 	mustSluice(t, q("sync", "from-backup", "stop", "--backup-target", chainURL, "--stream-id", stream)...)
 	waitWorkflowEnd(t, "broker/"+stream, time.Minute)
 }
@@ -131,10 +138,11 @@ func TestSQLiteTargetUsageRefusals(t *testing.T) {
 	}
 }
 
-// requireSameRowsSQLite compares every table of the chain's newest schema in
-// the source and in the SQLite file, row multisets of values rendered
-// through their neutral kinds.
-func requireSameRowsSQLite(t *testing.T, src, chainURL, file string) {
+// requireSameNeutralRows compares every table of the chain's newest schema
+// in the source and in a target (named by what, for messages), row
+// multisets of values rendered through their neutral kinds; read reads one
+// table of the target back as neutral values (a target's ReadRows).
+func requireSameNeutralRows(t *testing.T, src, chainURL, what string, read func(*chain.Table) ([][]value.Value, error)) {
 	t.Helper()
 	ctx := context.Background()
 	ch, cat := openChainAt(t, chainURL)
@@ -142,11 +150,6 @@ func requireSameRowsSQLite(t *testing.T, src, chainURL, file string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tgt, err := sqlitetarget.Open(ctx, file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tgt.Close(ctx)
 	cfg, err := pgx.ParseConfig(testenv.DSN(src))
 	if err != nil {
 		t.Fatal(err)
@@ -195,7 +198,7 @@ func requireSameRowsSQLite(t *testing.T, src, chainURL, file string) {
 		if err := rows.Err(); err != nil {
 			t.Fatal(err)
 		}
-		stored, err := tgt.ReadRows(ctx, tb)
+		stored, err := read(tb)
 		if err != nil {
 			diffs = append(diffs, fmt.Sprintf("%s: %v", tb.Name, err))
 			continue
@@ -207,11 +210,11 @@ func requireSameRowsSQLite(t *testing.T, src, chainURL, file string) {
 		slices.Sort(want)
 		slices.Sort(got)
 		if !slices.Equal(want, got) {
-			diffs = append(diffs, fmt.Sprintf("%s: source %d rows, SQLite %d rows; first difference: %s", tb.Name, len(want), len(got), firstDiff(want, got)))
+			diffs = append(diffs, fmt.Sprintf("%s: source %d rows, target %d rows; first difference: %s", tb.Name, len(want), len(got), firstDiff(want, got)))
 		}
 	}
 	if len(diffs) > 0 {
-		t.Fatalf("SQLite target %s differs from source %s:\n%s", file, src, strings.Join(diffs, "\n"))
+		t.Fatalf("%s differs from source %s:\n%s", what, src, strings.Join(diffs, "\n"))
 	}
 }
 
@@ -236,14 +239,14 @@ func renderRow(t *testing.T, tb *chain.Table, vals []value.Value) string {
 func firstDiff(a, b []string) string {
 	for i := 0; i < len(a) && i < len(b); i++ {
 		if a[i] != b[i] {
-			return fmt.Sprintf("source %q, SQLite %q", a[i], b[i])
+			return fmt.Sprintf("source %q, target %q", a[i], b[i])
 		}
 	}
 	if len(a) > len(b) {
 		return fmt.Sprintf("source has %q more", a[len(b)])
 	}
 	if len(b) > len(a) {
-		return fmt.Sprintf("SQLite has %q more", b[len(a)])
+		return fmt.Sprintf("target has %q more", b[len(a)])
 	}
 	return "none"
 }
