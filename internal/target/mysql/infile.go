@@ -67,7 +67,7 @@ func (l *infileLoader) add(_ context.Context, values [][]byte) error {
 		if i > 0 {
 			l.buf = append(l.buf, '\t')
 		}
-		arg, err := c.fromChunk(values[i])
+		arg, err := c.FromChunk(values[i])
 		if err != nil {
 			return refuseValue(l.table, c, err)
 		}

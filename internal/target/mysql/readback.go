@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/sluicehq/sluice/internal/chain"
+	"github.com/sluicehq/sluice/internal/target/sqlkit"
 	"github.com/sluicehq/sluice/internal/value"
 	"github.com/sluicehq/sluice/internal/value/portable"
 )
@@ -36,31 +37,18 @@ func (t *Target) ReadRows(ctx context.Context, tb *chain.Table) ([][]value.Value
 		return nil, classify(err, "read "+tableName(tb))
 	}
 	defer r.Close()
-	var out [][]value.Value
-	for r.Next() {
-		raw := make([]any, len(names))
-		ptrs := make([]any, len(names))
-		for i := range raw {
-			ptrs[i] = &raw[i]
+	out, err := sqlkit.ScanValues(r, len(names), func(i int, x any) (value.Value, error) {
+		c, ok := byName[tb.Columns[i].Name]
+		if !ok {
+			c = column{Column: sqlkit.Column{Kind: kindOf(tb.Columns[i])}}
 		}
-		if err := r.Scan(ptrs...); err != nil {
-			return nil, classify(err, "read "+tableName(tb))
+		v, err := c.readStored(x)
+		if err != nil {
+			return v, fmt.Errorf("read %s.%s = %#v: %w", tb.Name, tb.Columns[i].Name, x, err)
 		}
-		row := make([]value.Value, len(raw))
-		for i, x := range raw {
-			c, ok := byName[tb.Columns[i].Name]
-			if !ok {
-				c = column{kind: kindOf(tb.Columns[i])}
-			}
-			v, err := c.readStored(x)
-			if err != nil {
-				return nil, fmt.Errorf("read %s.%s = %#v: %w", tb.Name, tb.Columns[i].Name, x, err)
-			}
-			row[i] = v
-		}
-		out = append(out, row)
-	}
-	if err := r.Err(); err != nil {
+		return v, nil
+	})
+	if err != nil {
 		return nil, classify(err, "read "+tableName(tb))
 	}
 	return out, nil
@@ -68,7 +56,7 @@ func (t *Target) ReadRows(ctx context.Context, tb *chain.Table) ([][]value.Value
 
 // readStored decodes one stored value of the column.
 func (c *column) readStored(x any) (value.Value, error) {
-	k := c.kind
+	k := c.Kind
 	switch v := x.(type) {
 	case nil:
 		return value.Value{Null: true}, nil
@@ -101,7 +89,7 @@ func (c *column) readStored(x any) (value.Value, error) {
 
 // readText decodes the text the server sent for a value of the column.
 func (c *column) readText(s string) (value.Value, error) {
-	k := c.kind
+	k := c.Kind
 	switch k.Name {
 	case value.Bytes:
 		return value.Value{Bytes: []byte(s)}, nil

@@ -356,7 +356,7 @@ func fillAdded(ctx context.Context, q execer, next *chain.Table, cols []column, 
 				return classify(err, "look for rows of "+tableName(next))
 			}
 		default:
-			arg, err := c.fromText([]byte(text))
+			arg, err := c.FromText([]byte(text))
 			if err != nil {
 				return refuseValue(next.QualifiedName(), c, err)
 			}

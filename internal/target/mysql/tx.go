@@ -11,6 +11,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/sluicehq/sluice/internal/errcode"
+	"github.com/sluicehq/sluice/internal/target/sqlkit"
 )
 
 // Server error numbers the target acts on.
@@ -101,58 +102,23 @@ func privileged(err error) bool {
 }
 
 // execer is what statements run on: a dedicated connection.
-type execer interface {
-	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
-	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-	PrepareContext(ctx context.Context, query string) (*sql.Stmt, error)
-}
-
-var _ execer = (*sql.Conn)(nil)
+type execer = sqlkit.Execer
 
 // beginTx opens a transaction on conn.
 func beginTx(ctx context.Context, conn *sql.Conn, what string) error {
-	if _, err := conn.ExecContext(ctx, "START TRANSACTION"); err != nil {
-		return classify(err, "begin "+what)
-	}
-	return nil
+	return sqlkit.Begin(ctx, conn, "START TRANSACTION", classify, what)
 }
 
 // commitTx commits conn's open transaction.
 func commitTx(ctx context.Context, conn *sql.Conn, what string) error {
-	if _, err := conn.ExecContext(ctx, "COMMIT"); err != nil {
-		return classify(err, "commit "+what)
-	}
-	return nil
+	return sqlkit.Commit(ctx, conn, classify, what)
 }
 
-// rollbackTx rolls back conn's open transaction, whatever ctx's state. A
-// connection whose rollback fails is discarded rather than handed back to
-// the pool inside a transaction.
-func rollbackTx(ctx context.Context, conn *sql.Conn) {
-	if _, err := conn.ExecContext(context.WithoutCancel(ctx), "ROLLBACK"); err != nil {
-		_ = conn.Raw(func(any) error { return driver.ErrBadConn })
-	}
-}
+// rollbackTx rolls back conn's open transaction, whatever ctx's state.
+func rollbackTx(ctx context.Context, conn *sql.Conn) { sqlkit.Rollback(ctx, conn) }
 
 // withTx runs fn in one transaction on a connection of its own and
 // commits when fn succeeds; it rolls back otherwise.
 func withTx(ctx context.Context, db *sql.DB, what string, fn func(conn *sql.Conn) error) error {
-	conn, err := db.Conn(ctx)
-	if err != nil {
-		return classify(err, "connect for "+what)
-	}
-	defer conn.Close()
-	if err := beginTx(ctx, conn, what); err != nil {
-		return err
-	}
-	if err := fn(conn); err != nil {
-		rollbackTx(ctx, conn)
-		return err
-	}
-	if err := commitTx(ctx, conn, what); err != nil {
-		rollbackTx(ctx, conn)
-		return err
-	}
-	return nil
+	return sqlkit.WithTx(ctx, db, "START TRANSACTION", classify, what, fn)
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/sluicehq/sluice/internal/chain"
+	"github.com/sluicehq/sluice/internal/target/sqlkit"
 	"github.com/sluicehq/sluice/internal/value"
 )
 
@@ -30,13 +31,12 @@ const (
 // column is one stored column of a target table: a supplied column of the
 // recorded table (generated columns are not stored).
 type column struct {
-	name     string
-	quoted   string
-	kind     value.Kind
-	oid      uint32
-	encoding string
-	notNull  bool
-	decl     string
+	// Column decodes and renders the column's values.
+	sqlkit.Column
+	name    string
+	quoted  string
+	notNull bool
+	decl    string
 	// unconstrained is set on a decimal stored as DECIMAL(65,30) because
 	// the source bounded it by nothing MySQL has: its values are checked
 	// to fit, and read back without the padding zeros.
@@ -214,6 +214,10 @@ func declType(k value.Kind, native string, keyLen int, f flavor) (decl string, u
 	return "LONGTEXT", false
 }
 
+// verbatimKinds are the kinds whose PostgreSQL text the target stores as
+// it is.
+var verbatimKinds = []value.Name{value.Text, value.Enum, value.Other, value.JSON}
+
 // storedColumns are the columns the target stores for t: its supplied
 // columns, in table order, the order row images carry them in.
 func storedColumns(t *chain.Table, f flavor) []column {
@@ -223,8 +227,9 @@ func storedColumns(t *chain.Table, f flavor) []column {
 	for i, c := range sup {
 		k := kindOf(c)
 		decl, unconstrained := declType(k, c.Type, bounds[c.Name], f)
-		cols[i] = column{name: c.Name, quoted: quoteIdent(c.Name), kind: k, oid: c.TypeOID, encoding: c.Encoding,
-			notNull: c.NotNull, decl: decl, unconstrained: unconstrained}
+		cols[i] = column{Column: sqlkit.Column{Kind: k, OID: c.TypeOID, Encoding: c.Encoding, Verbatim: verbatimKinds,
+			Render: func(v value.Value) (any, error) { return render(k, unconstrained, v) }},
+			name: c.Name, quoted: quoteIdent(c.Name), notNull: c.NotNull, decl: decl, unconstrained: unconstrained}
 	}
 	return cols
 }

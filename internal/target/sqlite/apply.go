@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/sluicehq/sluice/internal/chain"
+	"github.com/sluicehq/sluice/internal/target/sqlkit"
 )
 
 // applier applies change records to the target inside the caller's open
@@ -42,7 +43,7 @@ type tableState struct {
 	cols   []column
 	keys   [][]int // candidate keys, as indexes into cols
 	insKey []int   // the key an insert arbitrates on; nil for a keyless table
-	stmts  map[string]*sql.Stmt
+	stmts  sqlkit.Stmts
 }
 
 func newApplier(schema *chain.Schema, arbiters map[string][]string) *applier {
@@ -57,34 +58,22 @@ func newApplier(schema *chain.Schema, arbiters map[string][]string) *applier {
 }
 
 func (a *applier) newTableState(t *chain.Table) *tableState {
-	ts := &tableState{def: t, name: tableName(t), rel: quoteIdent(tableName(t)), cols: storedColumns(t), keys: t.CandidateKeys(), stmts: map[string]*sql.Stmt{}}
+	ts := &tableState{def: t, name: tableName(t), rel: quoteIdent(tableName(t)), cols: storedColumns(t), keys: t.CandidateKeys(), stmts: sqlkit.Stmts{}}
 	if len(ts.keys) > 0 {
 		ts.insKey = ts.keys[0]
-		if arb := a.arbiters[t.QualifiedName()]; len(arb) > 0 {
-			idx := make([]int, 0, len(arb))
-			for _, name := range arb {
-				i := slices.IndexFunc(ts.cols, func(c column) bool { return c.name == name })
-				if i < 0 {
-					idx = nil
-					break
-				}
-				idx = append(idx, i)
-			}
-			if idx != nil {
-				ts.insKey = idx
-			}
+		names := make([]string, len(ts.cols))
+		for i, c := range ts.cols {
+			names[i] = c.name
+		}
+		if idx, ok := sqlkit.Arbiter(names, a.arbiters[t.QualifiedName()], func(s string) string { return s }); ok {
+			ts.insKey = idx
 		}
 	}
 	return ts
 }
 
 // closeStmts closes the table's prepared statements.
-func (ts *tableState) closeStmts() {
-	for k, st := range ts.stmts {
-		st.Close()
-		delete(ts.stmts, k)
-	}
-}
+func (ts *tableState) closeStmts() { ts.stmts.Close() }
 
 // close closes every prepared statement of the applier.
 func (a *applier) close() {
@@ -131,22 +120,13 @@ func (a *applier) table(c *chain.Change) (*tableState, error) {
 // statement returns the table's statement cached under a.keyBuf, preparing
 // the SQL build returns on first use.
 func (a *applier) statement(ctx context.Context, q execer, ts *tableState, build func() string) (*sql.Stmt, error) {
-	if st, ok := ts.stmts[string(a.keyBuf)]; ok {
-		return st, nil
-	}
-	text := build()
-	st, err := q.PrepareContext(ctx, text)
-	if err != nil {
-		return nil, classify(err, "prepare "+text)
-	}
-	ts.stmts[string(a.keyBuf)] = st
-	return st, nil
+	return ts.stmts.Get(ctx, q, a.keyBuf, build, classify)
 }
 
 // arg decodes value i of an image into the next statement argument.
 func (a *applier) arg(ts *tableState, c *chain.Change, i int, v chain.Value) error {
 	col := &ts.cols[i]
-	x, _, err := col.fromChange(v)
+	x, _, err := col.FromChange(col.name, v)
 	if err != nil {
 		return fmt.Errorf("apply %s to %s (xid %d, change %d): %w", c.Op.String(), c.Table, c.XID, c.Ordinal, refuseValue(c.Table, col, err))
 	}
@@ -165,28 +145,14 @@ func (a *applier) exec(ctx context.Context, st *sql.Stmt, c *chain.Change) error
 	return nil
 }
 
-// appendMask appends a bitmap of flags to a.keyBuf.
+// appendMask appends a bitmap of flags to a.keyBuf and counts the set ones.
 func (a *applier) appendMask(flags []bool) int {
-	n := 0
-	for i := 0; i < len(flags); i += 8 {
-		var b byte
-		for j := i; j < len(flags) && j < i+8; j++ {
-			if flags[j] {
-				b |= 1 << (j - i)
-				n++
-			}
-		}
-		a.keyBuf = append(a.keyBuf, b)
-	}
+	var n int
+	a.keyBuf, n = sqlkit.AppendMask(a.keyBuf, flags)
 	return n
 }
 
-func growFlags(buf *[]bool, n int) []bool {
-	if cap(*buf) < n {
-		*buf = make([]bool, n)
-	}
-	return (*buf)[:n]
-}
+var growFlags = sqlkit.GrowFlags
 
 func (a *applier) insert(ctx context.Context, q execer, c *chain.Change) error {
 	ts, err := a.table(c)

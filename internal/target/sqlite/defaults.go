@@ -46,12 +46,12 @@ func fillDefaults(ctx context.Context, q execer, old, next *chain.Table, name st
 				next.QualifiedName(), c.Name, c.Default)
 		}
 		col := newColumn(c)
-		v, err := value.DecodePGText(col.kind, []byte(text))
+		v, err := value.DecodePGText(col.Kind, []byte(text))
 		if err != nil {
 			return errcode.New(errcode.TargetValueRefused, "table %s, added column %s: default %s does not read as %s: %v",
-				next.QualifiedName(), c.Name, c.Default, col.kind, err)
+				next.QualifiedName(), c.Name, c.Default, col.Kind, err)
 		}
-		arg, err := render(col.kind, v)
+		arg, err := render(col.Kind, v)
 		if err != nil {
 			return refuseValue(next.QualifiedName(), &col, err)
 		}

@@ -3,12 +3,11 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"fmt"
 	"strings"
 
 	"github.com/sluicehq/sluice/internal/chain"
-	"github.com/sluicehq/sluice/internal/errcode"
 	"github.com/sluicehq/sluice/internal/target"
+	"github.com/sluicehq/sluice/internal/target/sqlkit"
 )
 
 // loadBatchRows is how many rows one INSERT of a load carries, fewer for a
@@ -29,33 +28,9 @@ func loadChunks(ctx context.Context, conn *sql.Conn, ch *chain.Chain, s *chain.S
 	cols := storedColumns(withKinds(s, tb))
 	ins := newInserter(conn, td.Table, tableName(tb), cols)
 	defer ins.close()
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	fetched := chain.PrefetchRows(ctx, ch, td, len(cols))
-	it := chain.NewTupleIter(nil, len(cols))
-	var total int64
-	for c := range fetched {
-		if c.Err != nil {
-			return 0, c.Err
-		}
-		it.Reset(c.Body, len(cols))
-		var n int64
-		for it.Next() {
-			if err := ins.add(ctx, it.Values()); err != nil {
-				return 0, err
-			}
-			n++
-		}
-		if err := it.Err(); err != nil {
-			return 0, fmt.Errorf("table %s, chunk %s: %w", td.Table, c.Key, err)
-		}
-		if n != c.Rows {
-			return 0, errcode.New(errcode.ChunkCorrupt, "chunk %s of table %s holds %d tuples, its header records %d", c.Key, td.Table, n, c.Rows)
-		}
-		total += n
-		if progress != nil {
-			progress(n, int64(len(c.Body)))
-		}
+	total, err := sqlkit.LoadRows(ctx, ch, td, len(cols), func(values [][]byte) error { return ins.add(ctx, values) }, progress)
+	if err != nil {
+		return 0, err
 	}
 	if err := ins.flush(ctx); err != nil {
 		return 0, err
@@ -96,7 +71,7 @@ func (in *inserter) add(ctx context.Context, values [][]byte) error {
 	base := in.pending * len(in.cols)
 	for i := range in.cols {
 		c := &in.cols[i]
-		arg, err := c.fromChunk(values[i])
+		arg, err := c.FromChunk(values[i])
 		if err != nil {
 			return refuseValue(in.table, c, err)
 		}

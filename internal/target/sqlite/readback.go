@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/sluicehq/sluice/internal/chain"
+	"github.com/sluicehq/sluice/internal/target/sqlkit"
 	"github.com/sluicehq/sluice/internal/value"
 	"github.com/sluicehq/sluice/internal/value/portable"
 )
@@ -24,27 +25,14 @@ func (t *Target) ReadRows(ctx context.Context, tb *chain.Table) ([][]value.Value
 		return nil, classify(err, "read "+tableName(tb))
 	}
 	defer r.Close()
-	var out [][]value.Value
-	for r.Next() {
-		raw := make([]any, len(names))
-		ptrs := make([]any, len(names))
-		for i := range raw {
-			ptrs[i] = &raw[i]
+	out, err := sqlkit.ScanValues(r, len(names), func(i int, x any) (value.Value, error) {
+		v, err := readStored(kindOf(tb.Columns[i]), x)
+		if err != nil {
+			return v, fmt.Errorf("read %s.%s = %#v: %w", tb.Name, tb.Columns[i].Name, x, err)
 		}
-		if err := r.Scan(ptrs...); err != nil {
-			return nil, classify(err, "read "+tableName(tb))
-		}
-		row := make([]value.Value, len(raw))
-		for i, x := range raw {
-			v, err := readStored(kindOf(tb.Columns[i]), x)
-			if err != nil {
-				return nil, fmt.Errorf("read %s.%s = %#v: %w", tb.Name, tb.Columns[i].Name, x, err)
-			}
-			row[i] = v
-		}
-		out = append(out, row)
-	}
-	if err := r.Err(); err != nil {
+		return v, nil
+	})
+	if err != nil {
 		return nil, classify(err, "read "+tableName(tb))
 	}
 	return out, nil

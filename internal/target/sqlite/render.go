@@ -4,28 +4,13 @@ import (
 	"math"
 	"strconv"
 
+	"github.com/sluicehq/sluice/internal/target/sqlkit"
 	"github.com/sluicehq/sluice/internal/value"
 	"github.com/sluicehq/sluice/internal/value/portable"
 )
 
-// refusal is a value the storage rules cannot hold exactly; the caller
-// names the table and column (see refuseValue).
-type refusal struct {
-	shown  string // the value, as it is shown in the message
-	reason string
-	// cause, when set, is the error of a portable rendering that refused
-	// the value; its message shows the value and says why.
-	cause error
-}
-
-func (r *refusal) Error() string {
-	if r.cause != nil {
-		return "value " + r.cause.Error()
-	}
-	return "value " + r.shown + ": " + r.reason
-}
-
-func (r *refusal) Unwrap() error { return r.cause }
+// refusal is a value the storage rules cannot hold exactly (sqlkit.Refusal).
+type refusal = sqlkit.Refusal
 
 // render turns a neutral value of kind k into what the target stores (the
 // rules of docs/sqlite-target.md): nil for NULL, int64 for integers and
@@ -40,7 +25,7 @@ func render(k value.Kind, v value.Value) (any, error) {
 	case value.Int:
 		if k.Unsigned {
 			if v.Uint > math.MaxInt64 {
-				return nil, &refusal{shown: strconv.FormatUint(v.Uint, 10), reason: "beyond SQLite INTEGER's signed 64-bit range"}
+				return nil, &refusal{Shown: strconv.FormatUint(v.Uint, 10), Reason: "beyond SQLite INTEGER's signed 64-bit range"}
 			}
 			return int64(v.Uint), nil
 		}
@@ -53,9 +38,9 @@ func render(k value.Kind, v value.Value) (any, error) {
 	case value.Float:
 		switch {
 		case math.IsNaN(v.Float):
-			return nil, &refusal{shown: "NaN", reason: "SQLite stores a NaN REAL as NULL"}
+			return nil, &refusal{Shown: "NaN", Reason: "SQLite stores a NaN REAL as NULL"}
 		case v.Float == 0 && math.Signbit(v.Float):
-			return nil, &refusal{shown: "-0", reason: "SQLite stores a negative zero REAL as 0"}
+			return nil, &refusal{Shown: "-0", Reason: "SQLite stores a negative zero REAL as 0"}
 		}
 		return v.Float, nil
 	case value.Bytes:
@@ -66,7 +51,7 @@ func render(k value.Kind, v value.Value) (any, error) {
 	case value.Array:
 		b, err := portable.AppendArray(nil, k, v)
 		if err != nil {
-			return nil, &refusal{cause: err}
+			return nil, &refusal{Shown: err.Error()}
 		}
 		return string(b), nil
 	}

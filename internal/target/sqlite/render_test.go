@@ -70,13 +70,13 @@ func TestRenderArrays(t *testing.T) {
 
 func TestRenderRefusals(t *testing.T) {
 	var r *refusal
-	if _, err := render(value.Kind{Name: value.Float, Width: 64}, value.Value{Float: math.NaN()}); !errors.As(err, &r) || r.shown != "NaN" {
+	if _, err := render(value.Kind{Name: value.Float, Width: 64}, value.Value{Float: math.NaN()}); !errors.As(err, &r) || r.Shown != "NaN" {
 		t.Fatalf("NaN: %v", err)
 	}
-	if _, err := render(value.Kind{Name: value.Float, Width: 32}, value.Value{Float: math.Copysign(0, -1)}); !errors.As(err, &r) || r.shown != "-0" {
+	if _, err := render(value.Kind{Name: value.Float, Width: 32}, value.Value{Float: math.Copysign(0, -1)}); !errors.As(err, &r) || r.Shown != "-0" {
 		t.Fatalf("-0: %v", err)
 	}
-	if _, err := render(value.Kind{Name: value.Int, Width: 64, Unsigned: true}, value.Value{Uint: math.MaxUint64}); !errors.As(err, &r) || r.shown != "18446744073709551615" {
+	if _, err := render(value.Kind{Name: value.Int, Width: 64, Unsigned: true}, value.Value{Uint: math.MaxUint64}); !errors.As(err, &r) || r.Shown != "18446744073709551615" {
 		t.Fatalf("uint64 max: %v", err)
 	}
 }

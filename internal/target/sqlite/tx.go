@@ -3,7 +3,6 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"database/sql/driver"
 	"errors"
 	"fmt"
 
@@ -11,6 +10,7 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/sluicehq/sluice/internal/errcode"
+	"github.com/sluicehq/sluice/internal/target/sqlkit"
 )
 
 // classify codes an SQLite error where one applies, with what as context: a
@@ -52,60 +52,25 @@ func readOnly(err error) bool {
 }
 
 // execer is what statements run on: a dedicated connection.
-type execer interface {
-	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
-	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-	PrepareContext(ctx context.Context, query string) (*sql.Stmt, error)
-}
-
-var _ execer = (*sql.Conn)(nil)
+type execer = sqlkit.Execer
 
 // beginImmediate opens a write transaction on conn, taking the database's
 // write lock now rather than at the first write, so two writers queue on
 // the busy timeout instead of failing mid-transaction.
 func beginImmediate(ctx context.Context, conn *sql.Conn, what string) error {
-	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
-		return classify(err, "begin "+what)
-	}
-	return nil
+	return sqlkit.Begin(ctx, conn, "BEGIN IMMEDIATE", classify, what)
 }
 
 // commitTx commits conn's open transaction.
 func commitTx(ctx context.Context, conn *sql.Conn, what string) error {
-	if _, err := conn.ExecContext(ctx, "COMMIT"); err != nil {
-		return classify(err, "commit "+what)
-	}
-	return nil
+	return sqlkit.Commit(ctx, conn, classify, what)
 }
 
-// rollbackTx rolls back conn's open transaction, whatever ctx's state. A
-// connection whose rollback fails is discarded rather than handed back to
-// the pool inside a transaction.
-func rollbackTx(ctx context.Context, conn *sql.Conn) {
-	if _, err := conn.ExecContext(context.WithoutCancel(ctx), "ROLLBACK"); err != nil {
-		_ = conn.Raw(func(any) error { return driver.ErrBadConn })
-	}
-}
+// rollbackTx rolls back conn's open transaction, whatever ctx's state.
+func rollbackTx(ctx context.Context, conn *sql.Conn) { sqlkit.Rollback(ctx, conn) }
 
 // withWrite runs fn in one BEGIN IMMEDIATE transaction on a connection of
 // its own and commits when fn succeeds; it rolls back otherwise.
 func withWrite(ctx context.Context, db *sql.DB, what string, fn func(conn *sql.Conn) error) error {
-	conn, err := db.Conn(ctx)
-	if err != nil {
-		return classify(err, "connect for "+what)
-	}
-	defer conn.Close()
-	if err := beginImmediate(ctx, conn, what); err != nil {
-		return err
-	}
-	if err := fn(conn); err != nil {
-		rollbackTx(ctx, conn)
-		return err
-	}
-	if err := commitTx(ctx, conn, what); err != nil {
-		rollbackTx(ctx, conn)
-		return err
-	}
-	return nil
+	return sqlkit.WithTx(ctx, db, "BEGIN IMMEDIATE", classify, what, fn)
 }

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/sluicehq/sluice/internal/chain"
+	"github.com/sluicehq/sluice/internal/target/sqlkit"
 	"github.com/sluicehq/sluice/internal/value"
 )
 
@@ -32,18 +33,23 @@ func declType(k value.Kind) string {
 // column is one stored column of a target table: a supplied column of the
 // recorded table (generated columns are not stored).
 type column struct {
-	name     string
-	quoted   string
-	kind     value.Kind
-	oid      uint32
-	encoding string
-	notNull  bool
-	decl     string
+	// Column decodes and renders the column's values.
+	sqlkit.Column
+	name    string
+	quoted  string
+	notNull bool
+	decl    string
 }
+
+// verbatimKinds are the kinds whose PostgreSQL text the target stores as
+// it is.
+var verbatimKinds = []value.Name{value.Text, value.Enum, value.Other}
 
 func newColumn(c chain.Column) column {
 	k := kindOf(c)
-	return column{name: c.Name, quoted: quoteIdent(c.Name), kind: k, oid: c.TypeOID, encoding: c.Encoding, notNull: c.NotNull, decl: declType(k)}
+	return column{Column: sqlkit.Column{Kind: k, OID: c.TypeOID, Encoding: c.Encoding, Verbatim: verbatimKinds,
+		Render: func(v value.Value) (any, error) { return render(k, v) }},
+		name: c.Name, quoted: quoteIdent(c.Name), notNull: c.NotNull, decl: declType(k)}
 }
 
 // withKinds returns a copy of t whose every column carries its kind,
