@@ -41,6 +41,11 @@ type applier struct {
 	keyBuf      []byte
 	setBuf      []bool
 	matchBuf    []bool
+	// groups hold back inserts and deletes per table, to send them as
+	// multi-row statements (batch.go); flush sends them.
+	groups       []*group
+	pendingRows  int
+	pendingBytes int
 }
 
 // tableState is the applier's view of one table and its statements.
@@ -118,13 +123,17 @@ func (a *applier) apply(ctx context.Context, q execer, c *chain.Change) error {
 		return nil
 	case chain.OpInsert:
 		return a.insert(ctx, q, c)
-	case chain.OpUpdate:
-		return a.update(ctx, q, c)
 	case chain.OpDelete:
 		return a.delete(ctx, q, c)
-	case chain.OpTruncate:
-		return a.truncate(ctx, q, c)
-	case chain.OpSchema:
+	case chain.OpUpdate:
+		return a.update(ctx, q, c)
+	case chain.OpTruncate, chain.OpSchema:
+		if err := a.flush(ctx, q); err != nil {
+			return err
+		}
+		if c.Op == chain.OpTruncate {
+			return a.truncate(ctx, q, c)
+		}
 		return a.schemaChange(ctx, q, c)
 	}
 	return fmt.Errorf("apply change: unknown operation %#x", byte(c.Op))
@@ -153,12 +162,17 @@ func (a *applier) statement(ctx context.Context, q execer, ts *tableState, build
 
 // arg decodes value i of an image into the next statement argument.
 func (a *applier) arg(ts *tableState, c *chain.Change, i int, v chain.Value) error {
+	return a.argInto(&a.args, ts, c, i, v)
+}
+
+// argInto decodes value i of an image onto args.
+func (a *applier) argInto(args *[]any, ts *tableState, c *chain.Change, i int, v chain.Value) error {
 	col := &ts.cols[i]
 	x, _, err := col.FromChange(col.name, v)
 	if err != nil {
 		return fmt.Errorf("apply %s to %s (%s, change %d): %w", c.Op.String(), c.Table, txName(c), c.Ordinal, refuseValue(c.Table, col, err))
 	}
-	a.args = append(a.args, x)
+	*args = append(*args, x)
 	return nil
 }
 
@@ -212,31 +226,21 @@ func (a *applier) insert(ctx context.Context, q execer, c *chain.Change) error {
 			return changeErr(c, "column %s is marked unchanged in an insert", ts.cols[i].name)
 		}
 	}
-	if ts.insKey != nil && ts.guarded {
+	if !batchable(ts) {
 		return a.guardedInsert(ctx, q, ts, c)
 	}
-	a.keyBuf = append(a.keyBuf[:0], 'I')
-	st, err := a.statement(ctx, q, ts, func() string { return a.insertSQL(ts, ts.insKey != nil) })
-	if err != nil {
-		return err
-	}
-	for i, v := range c.New {
-		if err := a.arg(ts, c, i, v); err != nil {
-			return err
-		}
-	}
-	_, err = a.exec(ctx, st, c)
-	return err
+	return a.hold(ctx, q, ts, c, 'I', c.New)
 }
 
-// insertSQL inserts a row of every stored column; with upsert, a row
+// insertSQL inserts rows rows of every stored column; with upsert, a row
 // already there under a unique key is updated to it instead.
-func (a *applier) insertSQL(ts *tableState, upsert bool) string {
+func (a *applier) insertSQL(ts *tableState, upsert bool, rows int) string {
 	names := make([]string, len(ts.cols))
 	for i, c := range ts.cols {
 		names[i] = c.quoted
 	}
-	s := "INSERT INTO " + ts.rel + " (" + strings.Join(names, ", ") + ") VALUES (" + strings.TrimSuffix(strings.Repeat("?, ", len(ts.cols)), ", ") + ")"
+	one := "(" + strings.TrimSuffix(strings.Repeat("?, ", len(ts.cols)), ", ") + ")"
+	s := "INSERT INTO " + ts.rel + " (" + strings.Join(names, ", ") + ") VALUES " + strings.TrimSuffix(strings.Repeat(one+", ", rows), ", ")
 	if !upsert {
 		return s
 	}
@@ -298,7 +302,7 @@ func (a *applier) guardedInsert(ctx context.Context, q execer, ts *tableState, c
 		return err
 	}
 	a.keyBuf = append(a.keyBuf[:0], 'P')
-	ins, err := a.statement(ctx, q, ts, func() string { return a.insertSQL(ts, false) })
+	ins, err := a.statement(ctx, q, ts, func() string { return a.insertSQL(ts, false, 1) })
 	if err != nil {
 		return err
 	}
@@ -343,10 +347,16 @@ func (a *applier) update(ctx context.Context, q execer, c *chain.Change) error {
 		return changeErr(c, "no new row image")
 	}
 	if len(ts.keys) == 0 {
+		if err := a.flushTable(ctx, q, ts); err != nil {
+			return err
+		}
 		return a.keylessChange(ctx, q, ts, c)
 	}
 	ki, img, err := ts.rowKey(c)
 	if err != nil {
+		return err
+	}
+	if err := a.flushHeld(ctx, q, ts, img, c.New); err != nil {
 		return err
 	}
 	set := a.setFlags(c)
@@ -401,6 +411,9 @@ func (a *applier) delete(ctx context.Context, q execer, c *chain.Change) error {
 		return err
 	}
 	if len(ts.keys) == 0 {
+		if err := a.flushTable(ctx, q, ts); err != nil {
+			return err
+		}
 		return a.keylessChange(ctx, q, ts, c)
 	}
 	if c.OldKind == 0 {
@@ -410,6 +423,14 @@ func (a *applier) delete(ctx context.Context, q execer, c *chain.Change) error {
 	if err != nil {
 		return err
 	}
+	if !batchable(ts) {
+		return a.deleteOne(ctx, q, ts, c, ki, img)
+	}
+	return a.hold(ctx, q, ts, c, 'D', img)
+}
+
+// deleteOne deletes the row of key ki (whose values img holds) at once.
+func (a *applier) deleteOne(ctx context.Context, q execer, ts *tableState, c *chain.Change, ki int, img []chain.Value) error {
 	key := ts.keys[ki]
 	a.keyBuf = append(a.keyBuf[:0], 'D', byte(ki), byte(ki>>8))
 	st, err := a.statement(ctx, q, ts, func() string { return "DELETE FROM " + ts.rel + " WHERE " + keyMatch(ts, key) })
@@ -423,6 +444,27 @@ func (a *applier) delete(ctx context.Context, q execer, c *chain.Change) error {
 	}
 	_, err = a.exec(ctx, st, c)
 	return err
+}
+
+// flushHeld sends ts's group when it holds the row an update names by its
+// old key (img) or moves to by its new one.
+func (a *applier) flushHeld(ctx context.Context, q execer, ts *tableState, img, next []chain.Value) error {
+	if !batchable(ts) || len(ts.keys) != 1 {
+		return nil
+	}
+	key := ts.keys[0]
+	held := a.holding(ts, keyText(key, img))
+	if !held && len(next) == len(ts.cols) {
+		carried := true
+		for _, k := range key {
+			carried = carried && next[k].Kind == chain.ValueText
+		}
+		held = carried && a.holding(ts, keyText(key, next))
+	}
+	if !held {
+		return nil
+	}
+	return a.flushTable(ctx, q, ts)
 }
 
 // keylessChange updates or deletes one row of a keyless table equal to the

@@ -147,6 +147,7 @@ func (l *lane) fail(ctx context.Context, err error) error {
 		rollbackTx(ctx, l.conn)
 		l.open = false
 	}
+	l.app.discard()
 	l.held = nil
 	l.err = err
 	return err
@@ -203,6 +204,7 @@ func (l *lane) retry(ctx context.Context, cause error, then func() error) error 
 			rollbackTx(ctx, l.conn)
 			l.open = false
 		}
+		l.app.discard()
 		l.retries++
 		slog.Warn("MySQL target: transaction rolled back by InnoDB, applying it again",
 			"stream", l.cfg.Stream, "attempt", attempt, "changes", len(l.held), "cause", cause.Error())
@@ -251,6 +253,9 @@ func (l *lane) Commit(ctx context.Context, c target.Commit) error {
 		return nil
 	}
 	finish := func() error {
+		if err := l.app.flush(ctx, l.conn); err != nil {
+			return err
+		}
 		if err := writeMarks(ctx, l.conn, l.cfg.Stream, c.Marks); err != nil {
 			return err
 		}

@@ -103,6 +103,9 @@ func parseDSN(dsn string) (*mysql.Config, error) {
 	cfg.Loc = time.UTC
 	cfg.ParseTime = false
 	cfg.ClientFoundRows = true // an UPDATE reports the rows it matched
+	// Statements run with arguments but not prepared (the apply's batches,
+	// the marks) are sent with their values in one round trip.
+	cfg.InterpolateParams = true
 	cfg.AllowNativePasswords = true
 	cfg.Params = map[string]string{
 		"time_zone":          "'+00:00'",

@@ -119,6 +119,9 @@ type linkRestore struct {
 // whether that is all of them) and commits. With more to come, the next
 // transaction is begun by the caller.
 func (r *linkRestore) record(ctx context.Context, through int64, done bool) error {
+	if err := r.app.flush(ctx, r.conn); err != nil {
+		return fmt.Errorf("incremental %s: %w", r.link, err)
+	}
 	_, err := r.conn.ExecContext(ctx, `INSERT INTO `+restoreLinksTable+` (chain_id, link_id, applied_through, done, applied_at) VALUES (?, ?, ?, ?, UTC_TIMESTAMP(6))
 		ON DUPLICATE KEY UPDATE applied_through = VALUES(applied_through), done = VALUES(done), applied_at = VALUES(applied_at)`, r.chainID, r.link, through, done)
 	if err != nil {

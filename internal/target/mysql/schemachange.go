@@ -31,6 +31,7 @@ func (a *applier) schemaChange(ctx context.Context, q execer, c *chain.Change) e
 	}
 	if old != nil {
 		old.closeStmts()
+		a.forget(old)
 	}
 	var oldDef *chain.Table
 	if old != nil {
@@ -58,6 +59,7 @@ func (a *applier) track(c *chain.Change) {
 	}
 	if old != nil {
 		old.closeStmts()
+		a.forget(old)
 	}
 	a.tables[next.def.QualifiedName()] = next
 }

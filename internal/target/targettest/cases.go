@@ -3,8 +3,11 @@ package targettest
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"testing"
 
+	"github.com/sluicehq/sluice/internal/apply"
 	"github.com/sluicehq/sluice/internal/chain"
 	"github.com/sluicehq/sluice/internal/chain/chaintest"
 	"github.com/sluicehq/sluice/internal/errcode"
@@ -336,5 +339,95 @@ func nonEmpty(t *testing.T, h Harness) {
 	requireCode(t, tgt.Prepare(context.Background(), s, false), errcode.TargetNotEmpty)
 	if err := tgt.Prepare(context.Background(), s, true); err != nil {
 		t.Fatalf("prepare with replace: %v", err)
+	}
+}
+
+// Changes to one row inside a source transaction keep their order however
+// an engine batches them: a key deleted and inserted again, updated and
+// deleted, ends as the source left it.
+func repeatedKeys(t *testing.T, h Harness) {
+	s, k, _ := pair()
+	tgt := h.New(t)
+	restore(t, tgt, s)
+	upd := func(id, v string) chain.Change {
+		return chain.Change{Op: chain.OpUpdate, Table: k.QualifiedName(), New: chaintest.Text(id, v), OldKind: 'K', Old: chaintest.Text(id, "\x00")}
+	}
+	del := func(id string) chain.Change {
+		return chain.Change{Op: chain.OpDelete, Table: k.QualifiedName(), OldKind: 'K', Old: chaintest.Text(id, "\x00")}
+	}
+	recs := chaintest.Txn(100,
+		insert(k, "1", "a"), del("1"), insert(k, "1", "b"),
+		insert(k, "2", "a"), upd("2", "b"), del("2"), insert(k, "2", "c"),
+		insert(k, "3", "a"), insert(k, "4", "a"), del("3"), upd("4", "d"), insert(k, "3", "e"), del("4"),
+		insert(k, "5", "gone"), del("5"))
+	ch, m := chaintest.WriteIncremental(t, recs, 100)
+	if err := applyLinks(t, tgt, s, ch, m); err != nil {
+		t.Fatal(err)
+	}
+	sameRows(t, k, got(t, h, tgt, k), expect(t, k, [][]string{{"1", "b"}, {"2", "c"}, {"3", "e"}}))
+}
+
+// An update that moves a row to another key, between inserts of both
+// keys, lands where the source put it.
+func keyChange(t *testing.T, h Harness) {
+	s, k, _ := pair()
+	tgt := h.New(t)
+	restore(t, tgt, s)
+	recs := chaintest.Txn(110,
+		insert(k, "1", "a"), insert(k, "2", "b"),
+		chain.Change{Op: chain.OpUpdate, Table: k.QualifiedName(), New: chaintest.Text("3", "a"), OldKind: 'K', Old: chaintest.Text("1", "\x00")},
+		insert(k, "1", "again"),
+		chain.Change{Op: chain.OpDelete, Table: k.QualifiedName(), OldKind: 'K', Old: chaintest.Text("2", "\x00")},
+		insert(k, "2", "back"))
+	ch, m := chaintest.WriteIncremental(t, recs, 100)
+	if err := applyLinks(t, tgt, s, ch, m); err != nil {
+		t.Fatal(err)
+	}
+	sameRows(t, k, got(t, h, tgt, k), expect(t, k, [][]string{{"1", "again"}, {"2", "back"}, {"3", "a"}}))
+}
+
+// A run interrupted inside a large transaction (its context cancelled
+// while the engine holds rows back) commits nothing of it; the next run
+// resumes from the last checkpoint and applies every change once, a
+// keyless table's duplicate rows included.
+func interruptedBatch(t *testing.T, h Harness) {
+	s, k, kl := pair()
+	tgt := h.New(t)
+	restore(t, tgt, s)
+	var recs []chain.Change
+	var wantK, wantKL [][]string
+	for x := range 6 {
+		var txn []chain.Change
+		for i := range 400 {
+			id := fmt.Sprint(x*1000 + i)
+			txn = append(txn, insert(k, id, "v"), insert(kl, "7", "dup"))
+			wantK = append(wantK, []string{id, "v"})
+			wantKL = append(wantKL, []string{"7", "dup"})
+		}
+		recs = append(recs, chaintest.Txn(uint32(200+x), txn...)...)
+	}
+	ch, m := chaintest.WriteIncremental(t, recs, 300)
+	ctx, cancel := context.WithCancel(context.Background())
+	_, err := apply.ApplyIncremental(ctx, ch, m, s, tgt, apply.Options{Stream: stream, Owner: owner, ExpectedLast: full, CheckpointChanges: 1000,
+		Progress: func(applied int64) {
+			if applied >= 3000 {
+				cancel()
+			}
+		}})
+	cancel()
+	if err == nil {
+		t.Fatal("the interrupted run finished")
+	}
+	if _, err := apply.ApplyIncremental(context.Background(), ch, m, s, tgt, apply.Options{Stream: stream, Owner: owner, ExpectedLast: full, CheckpointChanges: 1000}); err != nil {
+		t.Fatalf("resume: %v", err)
+	}
+	sortRows := func(rows [][]string) [][]string {
+		slices.SortFunc(rows, func(a, b []string) int { return strings.Compare(strings.Join(a, "|"), strings.Join(b, "|")) })
+		return rows
+	}
+	sameRows(t, k, sortRows(got(t, h, tgt, k)), sortRows(expect(t, k, wantK)))
+	sameRows(t, kl, got(t, h, tgt, kl), expect(t, kl, wantKL))
+	if pos := position(t, tgt); pos.LastApplied != m.ID {
+		t.Errorf("position %+v, want past %s", pos, m.ID)
 	}
 }

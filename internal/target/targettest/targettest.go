@@ -45,6 +45,9 @@ func Run(t *testing.T, h Harness) {
 	t.Run("KeyJudgments", func(t *testing.T) { keyJudgments(t, h) })
 	t.Run("FencedRunRefused", func(t *testing.T) { fenced(t, h) })
 	t.Run("NonEmptyTargetRefused", func(t *testing.T) { nonEmpty(t, h) })
+	t.Run("ChangesToOneRowKeepTheirOrder", func(t *testing.T) { repeatedKeys(t, h) })
+	t.Run("KeyChangeAmongBatchedRows", func(t *testing.T) { keyChange(t, h) })
+	t.Run("InterruptedBatchedTransaction", func(t *testing.T) { interruptedBatch(t, h) })
 }
 
 const (

@@ -1,0 +1,223 @@
+package mysql
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/sluicehq/sluice/internal/chain"
+)
+
+// The applier holds back up to pendingRows rows (and about pendingBytes of
+// values) before it sends them, and sends one statement per table and
+// kind of at most batchRows rows.
+const (
+	batchRows    = 256
+	pendingRows  = 1024
+	pendingBytes = 4 << 20
+)
+
+// rowBatch is the rows of one multi-row statement being gathered: their
+// arguments in order, and the first and last change, for messages.
+type rowBatch struct {
+	args     []any
+	rows     int
+	from, to string
+}
+
+func (b *rowBatch) add(c *chain.Change) {
+	if b.rows == 0 {
+		b.from = fmt.Sprintf("%s, change %d", txName(c), c.Ordinal)
+	}
+	b.to = fmt.Sprintf("%s, change %d", txName(c), c.Ordinal)
+	b.rows++
+}
+
+func (b *rowBatch) reset() {
+	clear(b.args)
+	b.args = b.args[:0]
+	b.rows = 0
+}
+
+// group is one table's held-back inserts and deletes. Changes to distinct
+// rows of a table whose one unique index is its key commute (the target
+// has foreign key checks off), so inside a transaction the applier may
+// send a table's inserts and deletes together, as a multi-row INSERT and
+// a DELETE … IN, while its updates and the other tables' changes go ahead
+// of them: keys holds the key of every row the group holds, and a change
+// to one of those rows sends the group first, so the changes to one row
+// keep the source's order. A keyless table groups only its inserts; its
+// updates and deletes, which match whole rows, send the group first.
+type group struct {
+	ts      *tableState
+	inserts rowBatch
+	deletes rowBatch
+	keys    map[string]struct{}
+}
+
+// batchable reports whether the applier may hold back ts's inserts and
+// deletes: a keyless table, or one whose only unique index is its key (on
+// a table with another, reordering two rows could make them collide on
+// it, and its inserts are never upserts).
+func batchable(ts *tableState) bool {
+	return !ts.guarded && len(ts.keys) <= 1
+}
+
+// keyText joins the key columns' values of an image into one string.
+func keyText(key []int, img []chain.Value) string {
+	var sb strings.Builder
+	for _, k := range key {
+		fmt.Fprintf(&sb, "%d:", len(img[k].Data))
+		sb.Write(img[k].Data)
+	}
+	return sb.String()
+}
+
+// groupOf returns ts's group, making it when missing.
+func (a *applier) groupOf(ts *tableState) *group {
+	for _, g := range a.groups {
+		if g.ts == ts {
+			return g
+		}
+	}
+	g := &group{ts: ts, keys: map[string]struct{}{}}
+	a.groups = append(a.groups, g)
+	return g
+}
+
+// holding reports whether ts's group holds the row of key k.
+func (a *applier) holding(ts *tableState, k string) bool {
+	for _, g := range a.groups {
+		if g.ts == ts {
+			_, ok := g.keys[k]
+			return ok
+		}
+	}
+	return false
+}
+
+// hold adds an insert (kind 'I') or a delete ('D') to ts's group: its
+// arguments (the whole new row, or the key values of img) and its key.
+func (a *applier) hold(ctx context.Context, q execer, ts *tableState, c *chain.Change, kind byte, img []chain.Value) error {
+	k := ""
+	if len(ts.keys) == 1 {
+		k = keyText(ts.keys[0], img)
+		if a.holding(ts, k) {
+			if err := a.flushTable(ctx, q, ts); err != nil {
+				return err
+			}
+		}
+	}
+	g := a.groupOf(ts)
+	b := &g.inserts
+	cols := make([]int, 0, len(img))
+	if kind == 'D' {
+		b = &g.deletes
+		cols = append(cols, ts.keys[0]...)
+	} else {
+		for i := range img {
+			cols = append(cols, i)
+		}
+	}
+	for _, i := range cols {
+		if err := a.argInto(&b.args, ts, c, i, img[i]); err != nil {
+			return err
+		}
+		a.pendingBytes += len(img[i].Data) + 8
+	}
+	b.add(c)
+	if k != "" {
+		g.keys[k] = struct{}{}
+	}
+	a.pendingRows++
+	if b.rows >= batchRows || a.pendingRows >= pendingRows || a.pendingBytes >= pendingBytes {
+		return a.flush(ctx, q)
+	}
+	return nil
+}
+
+// flushTable sends ts's group, if it holds anything.
+func (a *applier) flushTable(ctx context.Context, q execer, ts *tableState) error {
+	for _, g := range a.groups {
+		if g.ts == ts {
+			return a.send(ctx, q, g)
+		}
+	}
+	return nil
+}
+
+// flush sends every group, in the order they were made.
+func (a *applier) flush(ctx context.Context, q execer) error {
+	for _, g := range a.groups {
+		if err := a.send(ctx, q, g); err != nil {
+			return err
+		}
+	}
+	a.pendingRows, a.pendingBytes = 0, 0
+	return nil
+}
+
+// send runs a group's deletes and inserts, one statement each, and
+// empties it.
+func (a *applier) send(ctx context.Context, q execer, g *group) error {
+	defer func() {
+		g.inserts.reset()
+		g.deletes.reset()
+		clear(g.keys)
+	}()
+	ts := g.ts
+	if b := &g.deletes; b.rows > 0 {
+		if err := a.sendRows(ctx, q, "delete", ts, b, deleteInSQL(ts, ts.keys[0], b.rows)); err != nil {
+			return err
+		}
+	}
+	if b := &g.inserts; b.rows > 0 {
+		if err := a.sendRows(ctx, q, "insert", ts, b, a.insertSQL(ts, ts.insKey != nil, b.rows)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (a *applier) sendRows(ctx context.Context, q execer, op string, ts *tableState, b *rowBatch, stmt string) error {
+	_, err := q.ExecContext(ctx, stmt, b.args...)
+	if err == nil || retryable(err) {
+		return err
+	}
+	return classify(err, fmt.Sprintf("apply %s of %d rows to %s (%s to %s)", op, b.rows, ts.def.QualifiedName(), b.from, b.to))
+}
+
+// discard forgets what the groups hold (the transaction rolled back).
+func (a *applier) discard() {
+	for _, g := range a.groups {
+		g.inserts.reset()
+		g.deletes.reset()
+		clear(g.keys)
+	}
+	a.pendingRows, a.pendingBytes = 0, 0
+}
+
+// forget drops ts's group (its table changed definition).
+func (a *applier) forget(ts *tableState) {
+	for i, g := range a.groups {
+		if g.ts == ts {
+			a.groups = append(a.groups[:i], a.groups[i+1:]...)
+			return
+		}
+	}
+}
+
+// deleteInSQL deletes the rows of n key values.
+func deleteInSQL(ts *tableState, key []int, n int) string {
+	cols := make([]string, len(key))
+	for i, k := range key {
+		cols[i] = ts.cols[k].quoted
+	}
+	one := "?"
+	lhs := cols[0]
+	if len(key) > 1 {
+		one = "(" + strings.TrimSuffix(strings.Repeat("?, ", len(key)), ", ") + ")"
+		lhs = "(" + strings.Join(cols, ", ") + ")"
+	}
+	return "DELETE FROM " + ts.rel + " WHERE " + lhs + " IN (" + strings.TrimSuffix(strings.Repeat(one+", ", n), ", ") + ")"
+}
