@@ -27,7 +27,10 @@ import (
 // overwritten. Updates and deletes find the row by its old key. On a
 // keyless table an insert adds a row, and updates and deletes need the
 // whole old row and change exactly one row equal to it. A value the change
-// left unchanged (TOAST) keeps the column as it is.
+// left unchanged (TOAST) keeps the column as it is. Inserts, deletes and
+// key-keeping updates are held back per table and sent as multi-row
+// statements (batch.go); flush sends what is held, and the lane flushes
+// before it commits.
 //
 // An applier is not safe for concurrent use.
 type applier struct {
@@ -355,6 +358,9 @@ func (a *applier) update(ctx context.Context, q execer, c *chain.Change) error {
 	ki, img, err := ts.rowKey(c)
 	if err != nil {
 		return err
+	}
+	if batchable(ts) && sameKey(ts.keys[ki], img, c.New) {
+		return a.holdUpdate(ctx, q, ts, c, img)
 	}
 	if err := a.flushHeld(ctx, q, ts, img, c.New); err != nil {
 		return err

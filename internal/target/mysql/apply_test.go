@@ -270,3 +270,47 @@ func TestValuesRefusedByName(t *testing.T) {
 		})
 	}
 }
+
+// Updates held back and sent as one UPDATE joined to a derived table of
+// values write each kind exactly as a single-row UPDATE does, NULLs and a
+// first row of NULLs included.
+func TestBatchedUpdatesKeepEveryKind(t *testing.T) {
+	id := col("id", "integer", 23)
+	id.NotNull = true
+	tb := chain.Table{Schema: "public", Name: "upd", PrimaryKey: []string{"id"}, Columns: []chain.Column{
+		id, col("n", "numeric", 1700), col("f", "real", 700), col("ts", "timestamp with time zone", 1184),
+		col("by", "bytea", 17), col("j", "json", 114), col("t", "text", 25), col("b", "boolean", 16)}}
+	s := &chain.Schema{Tables: []chain.Table{tb}}
+	tg := openTarget(t)
+	restoreEmpty(t, tg, s)
+	upd := func(values ...string) chain.Change {
+		return chain.Change{Op: chain.OpUpdate, Table: tb.QualifiedName(), New: chaintest.Text(values...), OldKind: 'K',
+			Old: chaintest.Text(values[0], "\x00", "\x00", "\x00", "\x00", "\x00", "\x00", "\x00")}
+	}
+	recs := chaintest.Txn(70,
+		ins(&tb, "1", "1", "1", "2024-01-01 00:00:00+00", `\x00`, "{}", "x", "t"),
+		ins(&tb, "2", "1", "1", "2024-01-01 00:00:00+00", `\x00`, "{}", "x", "t"),
+		ins(&tb, "3", "1", "1", "2024-01-01 00:00:00+00", `\x00`, "{}", "x", "t"))
+	recs = append(recs, chaintest.Txn(71,
+		upd("1", "\x00", "\x00", "\x00", "\x00", "\x00", "\x00", "\x00"),
+		upd("2", "12345678901234567890.123", "1.1", "2024-02-29 13:14:15.123456+00", `\x00ff10`, `{"a": [1, "é"]}`, "it's \\ \"q\"", "f"),
+		upd("3", "-0.5", "-3.4028235e+38", "1999-12-31 23:59:59+00", `\x`, "[]", "", "t"))...)
+	ch, m := chaintest.WriteIncremental(t, recs, 100)
+	if err := applyOnce(tg, s, ch, m, 1); err != nil {
+		t.Fatal(err)
+	}
+	wantRows(t, tg.db, "SELECT id, n, ts, HEX(`by`), j, t, b FROM upd ORDER BY id",
+		"1|NULL|NULL|NULL|NULL|NULL|NULL",
+		`2|12345678901234567890.123000000000000000000000000000|2024-02-29 13:14:15.123456|00FF10|{"a": [1, "é"]}|it's \ "q"|0`,
+		"3|-0.500000000000000000000000000000|1999-12-31 23:59:59.000000||[]||1")
+	got, err := tg.ReadRows(context.Background(), &tb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := got[1][2].Float; float32(f) != float32(1.1) {
+		t.Errorf("a real updated in a batch reads back as %v, want 1.1", f)
+	}
+	if f := got[2][2].Float; float32(f) != float32(-3.4028235e+38) {
+		t.Errorf("a real updated in a batch reads back as %v, want -3.4028235e+38", f)
+	}
+}

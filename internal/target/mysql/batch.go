@@ -3,9 +3,11 @@ package mysql
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/sluicehq/sluice/internal/chain"
+	"github.com/sluicehq/sluice/internal/target/sqlkit"
 )
 
 // The applier holds back up to pendingRows rows (and about pendingBytes of
@@ -52,7 +54,17 @@ type group struct {
 	ts      *tableState
 	inserts rowBatch
 	deletes rowBatch
+	// updates are by the columns they set (updateBatch.mask), in the
+	// order first seen.
+	updates []*updateBatch
 	keys    map[string]struct{}
+}
+
+// updateBatch is the held updates of one table that set the same columns.
+type updateBatch struct {
+	mask string
+	set  []int // the columns set, key columns excluded
+	rowBatch
 }
 
 // batchable reports whether the applier may hold back ts's inserts and
@@ -160,15 +172,18 @@ func (a *applier) flush(ctx context.Context, q execer) error {
 // send runs a group's deletes and inserts, one statement each, and
 // empties it.
 func (a *applier) send(ctx context.Context, q execer, g *group) error {
-	defer func() {
-		g.inserts.reset()
-		g.deletes.reset()
-		clear(g.keys)
-	}()
+	defer g.reset()
 	ts := g.ts
 	if b := &g.deletes; b.rows > 0 {
 		if err := a.sendRows(ctx, q, "delete", ts, b, deleteInSQL(ts, ts.keys[0], b.rows)); err != nil {
 			return err
+		}
+	}
+	for _, u := range g.updates {
+		if u.rows > 0 {
+			if err := a.sendRows(ctx, q, "update", ts, &u.rowBatch, updateJoinSQL(ts, ts.keys[0], u.set, u.rows)); err != nil {
+				return err
+			}
 		}
 	}
 	if b := &g.inserts; b.rows > 0 {
@@ -187,12 +202,21 @@ func (a *applier) sendRows(ctx context.Context, q execer, op string, ts *tableSt
 	return classify(err, fmt.Sprintf("apply %s of %d rows to %s (%s to %s)", op, b.rows, ts.def.QualifiedName(), b.from, b.to))
 }
 
+// reset empties the group.
+func (g *group) reset() {
+	g.inserts.reset()
+	g.deletes.reset()
+	for _, u := range g.updates {
+		u.reset()
+	}
+	g.updates = g.updates[:0]
+	clear(g.keys)
+}
+
 // discard forgets what the groups hold (the transaction rolled back).
 func (a *applier) discard() {
 	for _, g := range a.groups {
-		g.inserts.reset()
-		g.deletes.reset()
-		clear(g.keys)
+		g.reset()
 	}
 	a.pendingRows, a.pendingBytes = 0, 0
 }
@@ -220,4 +244,93 @@ func deleteInSQL(ts *tableState, key []int, n int) string {
 		lhs = "(" + strings.Join(cols, ", ") + ")"
 	}
 	return "DELETE FROM " + ts.rel + " WHERE " + lhs + " IN (" + strings.TrimSuffix(strings.Repeat(one+", ", n), ", ") + ")"
+}
+
+// sameKey reports whether an update's new image keeps the key its old
+// image (img) names: every key column carried, with the same value.
+func sameKey(key []int, img, next []chain.Value) bool {
+	for _, k := range key {
+		if k >= len(next) || next[k].Kind != chain.ValueText || img[k].Kind != chain.ValueText || string(next[k].Data) != string(img[k].Data) {
+			return false
+		}
+	}
+	return true
+}
+
+// holdUpdate adds an update that keeps its row's key to ts's group, in
+// the batch of the updates setting the same columns: its key values, then
+// the values it sets.
+func (a *applier) holdUpdate(ctx context.Context, q execer, ts *tableState, c *chain.Change, img []chain.Value) error {
+	key := ts.keys[0]
+	k := keyText(key, img)
+	if a.holding(ts, k) {
+		if err := a.flushTable(ctx, q, ts); err != nil {
+			return err
+		}
+	}
+	set := a.setFlags(c)
+	for _, i := range key {
+		set[i] = false
+	}
+	a.keyBuf, _ = sqlkit.AppendMask(a.keyBuf[:0], set)
+	g := a.groupOf(ts)
+	var u *updateBatch
+	for _, b := range g.updates {
+		if b.mask == string(a.keyBuf) {
+			u = b
+			break
+		}
+	}
+	if u == nil {
+		u = &updateBatch{mask: string(a.keyBuf)}
+		for i, f := range set {
+			if f {
+				u.set = append(u.set, i)
+			}
+		}
+		if len(u.set) == 0 {
+			return nil // it sets only its key, to the same values
+		}
+		g.updates = append(g.updates, u)
+	}
+	for _, i := range key {
+		if err := a.argInto(&u.args, ts, c, i, img[i]); err != nil {
+			return err
+		}
+		a.pendingBytes += len(img[i].Data) + 8
+	}
+	for _, i := range u.set {
+		if err := a.argInto(&u.args, ts, c, i, c.New[i]); err != nil {
+			return err
+		}
+		a.pendingBytes += len(c.New[i].Data) + 8
+	}
+	u.add(c)
+	g.keys[k] = struct{}{}
+	a.pendingRows++
+	if u.rows >= batchRows || a.pendingRows >= pendingRows || a.pendingBytes >= pendingBytes {
+		return a.flush(ctx, q)
+	}
+	return nil
+}
+
+// updateJoinSQL updates n rows by key, each to its own values: the
+// target joined to a derived table of the key and set values, one SELECT
+// of placeholders a row.
+func updateJoinSQL(ts *tableState, key, set []int, n int) string {
+	width := len(key) + len(set)
+	first := make([]string, width)
+	for i := range first {
+		first[i] = "? AS c" + strconv.Itoa(i)
+	}
+	rest := " UNION ALL SELECT " + strings.TrimSuffix(strings.Repeat("?, ", width), ", ")
+	var on, assign []string
+	for i, k := range key {
+		on = append(on, "t."+ts.cols[k].quoted+" = v.c"+strconv.Itoa(i))
+	}
+	for j, c := range set {
+		assign = append(assign, "t."+ts.cols[c].quoted+" = v.c"+strconv.Itoa(len(key)+j))
+	}
+	return "UPDATE " + ts.rel + " AS t JOIN (SELECT " + strings.Join(first, ", ") + strings.Repeat(rest, n-1) +
+		") AS v ON " + strings.Join(on, " AND ") + " SET " + strings.Join(assign, ", ")
 }
