@@ -22,6 +22,14 @@
 #      worker restarted; timed: `sync from-backup run --detach --at-chain-id
 #      <full>` until `status --json` reports the incremental as last_applied
 #      (polled every 200 ms); worker VmHWM; target == source; broker stopped.
+#   2b. The same into an SQLite file (one lane), restored through the full
+#      with --target-driver sqlite; file == source by row counts and sums of
+#      integer columns (sqlite3).
+#   2c. The same into MariaDB at concurrency 1 and 4: a fresh database per
+#      concurrency, named uniquely per run (sluice_bench_apply_my_<run>_c<lanes>),
+#      restored through the full with --target-driver mysql, then the broker
+#      with --target-driver mysql --at-chain-id <full>; database == source by
+#      row counts and sums of integer columns (read with the mariadb client).
 #   3. Timed: ALTER SUBSCRIPTION ... ENABLE until the slot's
 #      confirmed_flush_lsn reaches the WAL position after the generation;
 #      subscriber == source.
@@ -43,6 +51,9 @@
 #                              seconds for the machine to be at most
 #                              BENCH_QUIET_PCT=15 % busy (0: do not wait).
 #   BENCH_PG=postgres://postgres@127.0.0.1:5432   server (no password).
+#   BENCH_MARIADB=mysql://root@127.0.0.1:3306     MariaDB server for the
+#                              MariaDB rows (no password; make services starts
+#                              one).
 #
 # Method and caveats
 #   - Wall clock around each timed step. The sluice figure includes starting
@@ -61,11 +72,18 @@
 #     and walsender, the Temporal server, the whole machine (/proc/stat) and
 #     "other" = machine - those (the status polling, the sampler, top, and
 #     anything else running: a busy shared machine shows here). Target
-#     commits: xact_commit of the target database over the step.
+#     commits: xact_commit of the target database over the step. The MariaDB
+#     rows give the MariaDB server's CPU (mariadbd, all its threads) instead
+#     of the lanes' backends, and as target commits the server-wide
+#     Com_commit over the step; "other" leaves out the MariaDB server too.
+#   - MariaDB runs with this machine's settings (make services: binlog on in
+#     ROW format; the buffer pool and durability settings as installed), which
+#     apply.json records; PostgreSQL with its own.
 #   - Peak RSS is the worker's VmHWM, the worker restarted just before.
-#   - Everything it creates (databases, slots, subscription, brokers, chains)
-#     is removed at the start, at the end and on failure; only the results in
-#     $DIR stay. Other workers, databases and slots are left alone.
+#   - Everything it creates (databases, slots, subscription, brokers, chains,
+#     and every MariaDB database named sluice_bench_apply_my_*) is removed at
+#     the start, at the end and on failure; only the results in $DIR stay.
+#     Other workers, databases and slots are left alone.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -81,6 +99,7 @@ QUIET_WAIT=${BENCH_QUIET_WAIT:-300}
 QUIET_PCT=${BENCH_QUIET_PCT:-15}
 TOP_EVERY=${BENCH_TOP_EVERY:-2}
 PG=${BENCH_PG:-postgres://postgres@127.0.0.1:5432}
+MY=${BENCH_MARIADB:-mysql://root@127.0.0.1:3306}
 SLUICE_STATE=${SLUICE_STATE:-$HOME/.local/state/sluice}
 export PATH="$PATH:${SLUICE_TOOLS:-$HOME/.cache/sluice/bin}"
 SLUICE=$ROOT/bin/sluice
@@ -94,11 +113,15 @@ DST_PREFIX=sluice_bench_apply_c   # + concurrency
 RSS_SRC=sluice_bench_apply_rss_src
 RSS_DST=sluice_bench_apply_rss_dst
 DBS=("$SUB" "${DST_PREFIX}1" "${DST_PREFIX}4" "$RSS_DST" "$SRC" "$RSS_SRC")
+# MariaDB targets: MY_PREFIX + this run's ID + _c<lanes>, unique per run;
+# every database of the prefix is dropped at the start and at the end.
+MY_PREFIX=sluice_bench_apply_my_
+MY_RUN=$(date -u +%Y%m%d%H%M%S)_$$
 SUBNAME=bench_apply_sub
 PUB=sluice_all_tables
 CHAIN=$DIR/chain
 RSS_CHAIN=$DIR/rss-chain
-STREAMS=(bench-c1 bench-c4 bench-sqlite bench-rss)
+STREAMS=(bench-c1 bench-c4 bench-sqlite bench-mariadb-c1 bench-mariadb-c4 bench-rss)
 TABLES=(bench_item bench_pair)
 SEED_ITEM=100000
 SEED_PAIR=100000
@@ -156,6 +179,7 @@ cleanup() {
 	for db in "${DBS[@]}"; do
 		sql postgres -c "DROP DATABASE IF EXISTS $db WITH (FORCE)"
 	done
+	[[ -z ${MY_OPTS+x} ]] || my_drop_like "$MY_PREFIX"
 	# The chains and the generated SQL (gigabytes); results and logs stay.
 	rm -rf "$CHAIN" "$RSS_CHAIN" "$DIR"/*.sql "$SQLITE_FILE" "$SQLITE_FILE"-wal "$SQLITE_FILE"-shm
 	return "$rc"
@@ -167,7 +191,7 @@ preflight() {
 	[[ $CHANGES =~ ^[1-9][0-9]*$ ]] || die "BENCH_CHANGES must be a positive integer, not '$CHANGES'"
 	[[ $RSS_SMALL_MB =~ ^[1-9][0-9]*$ && $RSS_LARGE_MB =~ ^[1-9][0-9]*$ ]] || die "BENCH_RSS_SMALL_MB and BENCH_RSS_LARGE_MB must be positive integers"
 	local t
-	for t in jq psql curl temporal top sqlite3; do
+	for t in jq psql curl temporal top sqlite3 mariadb; do
 		command -v "$t" >/dev/null || die "$t is needed (temporal: make services builds it into ~/.cache/sluice/bin)"
 	done
 	[[ -x $SLUICE && -x $ROOT/bin/sluice-worker ]] || die "bin/sluice or bin/sluice-worker is missing; run make build"
@@ -177,6 +201,12 @@ preflight() {
 	PGVER=$(sql postgres -c 'SHOW server_version')
 	PGDATA_DIR=$(sql postgres -c 'SHOW data_directory')
 	(($(sql postgres -c 'SHOW server_version_num') >= 150000)) || die "PostgreSQL 15 or later is needed (found $PGVER)"
+	my_parse
+	MYVER=$(my '' -e 'SELECT VERSION()') || die "no MariaDB answers at $MY; run make services"
+	MYSET=$(my '' -e "SELECT JSON_OBJECT('version', VERSION(), 'innodb_buffer_pool_size', @@innodb_buffer_pool_size,
+		'innodb_flush_log_at_trx_commit', @@innodb_flush_log_at_trx_commit, 'sync_binlog', @@sync_binlog, 'log_bin', @@log_bin + 0,
+		'binlog_format', @@binlog_format)")
+	jq -e . >/dev/null <<<"$MYSET" || die "MariaDB's settings are not valid JSON: $MYSET"
 }
 
 # restart_worker: a fresh default worker (its VmHWM starts from zero); sets WPID.
@@ -246,26 +276,31 @@ start_step() { # start_step STEP DB
 	SAMPLER_PID=$!
 	read -r C_M0 C_A0 < <(machine_ticks)
 	C_X0=$(commits "$2")
-	C_W0=$(ticks "${WPID:-}") C_P0=$(pg_ticks) C_T0=$(ticks "$(temporal_pid)")
+	C_W0=$(ticks "${WPID:-}") C_P0=$(pg_ticks) C_T0=$(ticks "$(temporal_pid)") C_Y0=$(ticks "$(mariadb_pid)") C_YX0=$(my_commits)
 }
-# end_step STEP DB: sets CPU_WORKER CPU_PG CPU_TEMPORAL CPU_BUSY (whole machine)
-# CPU_OTHER (busy minus those three: the sampler, the status polling and
-# whatever else runs on the machine) BUSY_PCT, COMMITS (transactions
-# committed in DB) and, from the samples, CPU_backend (DB's client backends),
+# my_commits: COMMIT statements the MariaDB server ran so far (server-wide).
+my_commits() { my '' -e "SHOW GLOBAL STATUS LIKE 'Com_commit'" | awk '{ print $2 + 0 }'; }
+# end_step STEP DB: sets CPU_WORKER CPU_PG CPU_TEMPORAL CPU_MARIADB (the
+# MariaDB server) CPU_BUSY (whole machine) CPU_OTHER (busy minus those four:
+# the sampler, the status polling and whatever else runs on the machine)
+# BUSY_PCT, COMMITS (transactions committed in DB), MY_COMMITS (COMMITs of the
+# MariaDB server) and, from the samples, CPU_backend (DB's client backends),
 # CPU_logical_replication_worker, CPU_walsender.
 end_step() {
 	local m1 a1
 	read -r m1 a1 < <(machine_ticks)
 	COMMITS=$(($(commits "$2") - C_X0))
+	MY_COMMITS=$(($(my_commits) - C_YX0))
 	kill "$SAMPLER_PID" 2>/dev/null || true
 	wait "$SAMPLER_PID" 2>/dev/null || true
 	SAMPLER_PID=
 	CPU_WORKER=$(cpu_s "$C_W0" "$(ticks "${WPID:-}")")
 	CPU_PG=$(cpu_s "$C_P0" "$(pg_ticks)")
 	CPU_TEMPORAL=$(cpu_s "$C_T0" "$(ticks "$(temporal_pid)")")
+	CPU_MARIADB=$(cpu_s "$C_Y0" "$(ticks "$(mariadb_pid)")")
 	CPU_BUSY=$(cpu_s "$C_M0" "$m1")
 	BUSY_PCT=$(awk -v b="$((m1 - C_M0))" -v t="$((a1 - C_A0))" 'BEGIN { printf "%.0f", (t > 0 ? 100 * b / t : 0) }')
-	CPU_OTHER=$(awk -v b="$CPU_BUSY" -v w="$CPU_WORKER" -v p="$CPU_PG" -v t="$CPU_TEMPORAL" 'BEGIN { o = b - w - p - t; printf "%.2f", (o < 0 ? 0 : o) }')
+	CPU_OTHER=$(awk -v b="$CPU_BUSY" -v w="$CPU_WORKER" -v p="$CPU_PG" -v t="$CPU_TEMPORAL" -v y="$CPU_MARIADB" 'BEGIN { o = b - w - p - t - y; printf "%.2f", (o < 0 ? 0 : o) }')
 	local k
 	for k in backend logical_replication_worker walsender; do
 		printf -v "CPU_$k" '%s' "$(awk -v k="$k" -v hz="$HZ" '$1 == k && $3 + 0 > m[$2] { m[$2] = $3 + 0 } END { for (p in m) s += m[p]; printf "%.2f", s / hz }' "$DIR/$1.samples")"
@@ -388,12 +423,16 @@ fingerprint() {
 	done
 }
 
-# sums_pg DB / sums_sqlite FILE: per table, rows and sums of integer columns
-# — the same figures from either engine, where text renderings differ.
+# sums_pg DB / sums_sqlite FILE / sums_mariadb DB: per table, rows and sums
+# of integer columns — the same figures from each engine, where text
+# renderings differ. MariaDB spells || as CONCAT.
 SUMS_ITEM="SELECT 'bench_item ' || count(*) || ' ' || sum(id) || ' ' || sum(qty) FROM bench_item"
 SUMS_PAIR="SELECT 'bench_pair ' || count(*) || ' ' || sum(id) || ' ' || sum(v) FROM bench_pair"
+MY_SUMS_ITEM="SELECT CONCAT('bench_item ', count(*), ' ', sum(id), ' ', sum(qty)) FROM bench_item"
+MY_SUMS_PAIR="SELECT CONCAT('bench_pair ', count(*), ' ', sum(id), ' ', sum(v)) FROM bench_pair"
 sums_pg() { sql "$1" -c "$SUMS_ITEM" -c "$SUMS_PAIR"; }
 sums_sqlite() { sqlite3 "$1" "$SUMS_ITEM; $SUMS_PAIR"; }
+sums_mariadb() { my "$1" -e "$MY_SUMS_ITEM; $MY_SUMS_PAIR"; }
 
 # --- chain helpers ------------------------------------------------------------
 
@@ -583,6 +622,36 @@ main() {
 	sq_act=$(apply_activity_secs bench-sqlite)
 	log "sqlite: ${sq_secs}s (apply activity ${sq_act}s), peak RSS $sq_rss MiB, CPU $sq_cpu; rows and sums equal the source"
 
+	# --- 2c. the broker into MariaDB, 1 and 4 lanes -----------------------
+	local -A M_SECS M_ACT M_RSS M_CPU
+	local src_sums my_sums
+	src_sums=$(sums_pg "$SRC")
+	for n in 1 4; do
+		db=$MY_PREFIX${MY_RUN}_c$n
+		log "mariadb c$n: restoring the full into MariaDB database $db"
+		my '' -e "CREATE DATABASE \`$db\`"
+		"$SLUICE" restore --backup-target "file://$CHAIN" --target-driver mysql --target "$(my_dsn "$db")" --through "$full" >"$DIR/restore-mariadb-c$n.log" 2>&1 ||
+			die "sluice restore into MariaDB database $db failed: $(tail -n 5 "$DIR/restore-mariadb-c$n.log")"
+		restart_worker
+		log "mariadb c$n: timing the broker (worker pid $WPID, $n lanes)"
+		start_step "sluice-mariadb-c$n" "$SRC"
+		t0=$(now)
+		broker_until "$CHAIN" "bench-mariadb-c$n" "$full" "$n" "$inc" "$DIR/broker-mariadb-c$n.log" - --target-driver mysql --target "$(my_dsn "$db")"
+		t1=$(now)
+		M_RSS[$n]=$(hwm_mib "$WPID")
+		end_step "sluice-mariadb-c$n" "$SRC"
+		M_SECS[$n]=$(secs "$t0" "$t1")
+		M_CPU[$n]=$(jq -nc --argjson w "$CPU_WORKER" --argjson y "$CPU_MARIADB" --argjson t "$CPU_TEMPORAL" \
+			--argjson m "$CPU_BUSY" --argjson o "$CPU_OTHER" --argjson pct "$BUSY_PCT" --argjson x "$MY_COMMITS" \
+			'{worker: $w, mariadb_server: $y, temporal_server: $t, other: $o, machine_busy: $m, machine_busy_pct: $pct, target_commits: $x}')
+		my_sums=$(sums_mariadb "$db")
+		[[ $my_sums == "$src_sums" ]] || die "mariadb c$n: MariaDB database $db differs from the source: $my_sums against $src_sums (logs: $DIR/broker-mariadb-c$n.log, $SLUICE_STATE/worker.log)"
+		broker_stop "$CHAIN" "bench-mariadb-c$n"
+		M_ACT[$n]=$(apply_activity_secs "bench-mariadb-c$n")
+		log "mariadb c$n: ${M_SECS[$n]}s (apply activity ${M_ACT[$n]}s), peak RSS ${M_RSS[$n]} MiB, CPU ${M_CPU[$n]}; rows and sums equal the source"
+		my '' -e "DROP DATABASE \`$db\`"
+	done
+
 	# --- 3. PostgreSQL ---------------------------------------------------
 	log "timing PostgreSQL: ENABLE $SUBNAME until confirmed_flush_lsn >= $lsn1"
 	local p0 p1 pg_s caught=0 i errs
@@ -667,6 +736,11 @@ main() {
 	ratio4=$(awk -v a="$r4s" -v b="$rpg" 'BEGIN { printf "%.3f", a / b }')
 	sq_rate=$(rate "$CHANGES" "$sq_secs")
 	sq_ratio=$(awk -v a="$sq_rate" -v b="$rpg" 'BEGIN { printf "%.3f", a / b }')
+	local m1s m4s mratio1 mratio4
+	m1s=$(rate "$CHANGES" "${M_SECS[1]}")
+	m4s=$(rate "$CHANGES" "${M_SECS[4]}")
+	mratio1=$(awk -v a="$m1s" -v b="$rpg" 'BEGIN { printf "%.3f", a / b }')
+	mratio4=$(awk -v a="$m4s" -v b="$rpg" 'BEGIN { printf "%.3f", a / b }')
 	mem_kb=$(awk '/^MemTotal:/ { print $2 }' /proc/meminfo)
 	cpu_model=$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)
 
@@ -680,23 +754,29 @@ main() {
 		--argjson ps "$pg_s" --argjson pr "$rpg" --argjson pc "$pg_cpu" \
 		--argjson q1 "$ratio1" --argjson q4 "$ratio4" --argjson rss "$rss_json" \
 		--argjson qs "$sq_secs" --argjson qa "$sq_act" --argjson qr "$sq_rate" --argjson qh "$sq_rss" --argjson qc "$sq_cpu" --argjson qq "$sq_ratio" \
+		--argjson ms1 "${M_SECS[1]}" --argjson ms4 "${M_SECS[4]}" --argjson ma1 "${M_ACT[1]}" --argjson ma4 "${M_ACT[4]}" \
+		--argjson mr1 "$m1s" --argjson mr4 "$m4s" --argjson mh1 "${M_RSS[1]}" --argjson mh4 "${M_RSS[4]}" \
+		--argjson mc1 "${M_CPU[1]}" --argjson mc4 "${M_CPU[4]}" --argjson mq1 "$mratio1" --argjson mq4 "$mratio4" --argjson myset "$MYSET" \
 		'{
-			machine: {nproc: $nproc, cpu_model: $cpu, mem_kb: $mem_kb, kernel: $kernel, postgres: $pg},
+			machine: {nproc: $nproc, cpu_model: $cpu, mem_kb: $mem_kb, kernel: $kernel, postgres: $pg, mariadb: $myset},
 			workload: {changes: $changes, transactions: $tx, inserts: $ins, updates: $upd, deletes: $del, wal_bytes: $wal, generate_seconds: $gen_s},
 			chain: {full: $full, incremental: $inc, raw_bytes: $raw, stored_bytes: $stored, chunks: $chunks, backup_incremental_seconds: $inc_s},
 			sluice: {
 				c1: {seconds: $s1, apply_activity_seconds: $a1, changes_per_second: $r1, peak_rss_mib: $h1, cpu_seconds: $c1},
 				c4: {seconds: $s4, apply_activity_seconds: $a4, changes_per_second: $r4, peak_rss_mib: $h4, cpu_seconds: $c4},
-				sqlite: {seconds: $qs, apply_activity_seconds: $qa, changes_per_second: $qr, peak_rss_mib: $qh, cpu_seconds: $qc}},
+				sqlite: {seconds: $qs, apply_activity_seconds: $qa, changes_per_second: $qr, peak_rss_mib: $qh, cpu_seconds: $qc},
+				mariadb_c1: {seconds: $ms1, apply_activity_seconds: $ma1, changes_per_second: $mr1, peak_rss_mib: $mh1, cpu_seconds: $mc1},
+				mariadb_c4: {seconds: $ms4, apply_activity_seconds: $ma4, changes_per_second: $mr4, peak_rss_mib: $mh4, cpu_seconds: $mc4}},
 			postgres: {seconds: $ps, changes_per_second: $pr, cpu_seconds: $pc},
-			ratio_changes_per_second: {c1_to_postgres: $q1, c4_to_postgres: $q4, sqlite_to_postgres: $qq},
+			ratio_changes_per_second: {c1_to_postgres: $q1, c4_to_postgres: $q4, sqlite_to_postgres: $qq,
+				mariadb_c1_to_postgres: $mq1, mariadb_c4_to_postgres: $mq4},
 			memory: $rss
 		}' >"$DIR/apply.json"
 
 	cat <<EOF
 
 sluice apply benchmark — $(date -u +%FT%TZ)
-machine    $(nproc) CPUs ($cpu_model), $((mem_kb / 1024)) MiB RAM, kernel $(uname -r), PostgreSQL $PGVER
+machine    $(nproc) CPUs ($cpu_model), $((mem_kb / 1024)) MiB RAM, kernel $(uname -r), PostgreSQL $PGVER, MariaDB $MYVER
 workload   $CHANGES changes ($n_ins ins, $n_upd upd, $n_del del) in $tx transactions of 1-1000
 chain      incremental $inc: $m_chunks chunks, $(awk -v b="$m_raw" 'BEGIN { printf "%.1f", b / 1e6 }') MB raw, $(awk -v b="$m_stored" 'BEGIN { printf "%.1f", b / 1e6 }') MB stored
 
@@ -704,11 +784,13 @@ chain      incremental $inc: $m_chunks chunks, $(awk -v b="$m_raw" 'BEGIN { prin
 sluice c1        $(printf '%9s %11s %7s %14s' "${S_SECS[1]}" "$r1s" "$ratio1" "${S_RSS[1]}")   $(jq -r '"worker \(.worker), postgres \(.postgres_total) (lanes \(.target_backends)), other \(.other); \(.machine_busy_pct) %"' <<<"${S_CPU[1]}")
 sluice c4        $(printf '%9s %11s %7s %14s' "${S_SECS[4]}" "$r4s" "$ratio4" "${S_RSS[4]}")   $(jq -r '"worker \(.worker), postgres \(.postgres_total) (lanes \(.target_backends)), other \(.other); \(.machine_busy_pct) %"' <<<"${S_CPU[4]}")
 sluice SQLite    $(printf '%9s %11s %7s %14s' "$sq_secs" "$sq_rate" "$sq_ratio" "$sq_rss")   $(jq -r '"worker \(.worker), other \(.other); \(.machine_busy_pct) %"' <<<"$sq_cpu")
+sluice MariaDB c1$(printf '%9s %11s %7s %14s' "${M_SECS[1]}" "$m1s" "$mratio1" "${M_RSS[1]}")   $(jq -r '"worker \(.worker), mariadb \(.mariadb_server), other \(.other); \(.machine_busy_pct) %"' <<<"${M_CPU[1]}")
+sluice MariaDB c4$(printf '%9s %11s %7s %14s' "${M_SECS[4]}" "$m4s" "$mratio4" "${M_RSS[4]}")   $(jq -r '"worker \(.worker), mariadb \(.mariadb_server), other \(.other); \(.machine_busy_pct) %"' <<<"${M_CPU[4]}")
 PostgreSQL       $(printf '%9s %11s %7s %14s' "$pg_s" "$rpg" "1.000" "-")   $(jq -r '"postgres \(.postgres_total) (apply \(.apply_worker), walsender \(.walsender)), other \(.other); \(.machine_busy_pct) %"' <<<"$pg_cpu")
-target commits: c1 $(jq -r .target_commits <<<"${S_CPU[1]}"), c4 $(jq -r .target_commits <<<"${S_CPU[4]}"); subscriber commits $(jq -r .subscriber_commits <<<"$pg_cpu")
+target commits: c1 $(jq -r .target_commits <<<"${S_CPU[1]}"), c4 $(jq -r .target_commits <<<"${S_CPU[4]}"); MariaDB COMMITs (server-wide) c1 $(jq -r .target_commits <<<"${M_CPU[1]}"), c4 $(jq -r .target_commits <<<"${M_CPU[4]}"); subscriber commits $(jq -r .subscriber_commits <<<"$pg_cpu")
 
-apply activity alone: c1 ${S_ACT[1]}s, c4 ${S_ACT[4]}s, SQLite ${sq_act}s (the rest: workflow start, catalog poll, status polling)
-(SQLite: one writer, into a file on this machine's disk; PostgreSQL's figure is its own subscriber into PostgreSQL)
+apply activity alone: c1 ${S_ACT[1]}s, c4 ${S_ACT[4]}s, SQLite ${sq_act}s, MariaDB c1 ${M_ACT[1]}s, c4 ${M_ACT[4]}s (the rest: workflow start, catalog poll, status polling)
+(SQLite: one writer, into a file on this machine's disk; MariaDB: $MYVER on this machine, binlog $(jq -r 'if .log_bin == 1 then "on (\(.binlog_format))" else "off" end' <<<"$MYSET"), buffer pool $(jq -r '.innodb_buffer_pool_size / 1048576 | floor' <<<"$MYSET") MiB; PostgreSQL's figure is its own subscriber into PostgreSQL)
 EOF
 	if [[ $RSS == 1 ]]; then
 		echo "memory ($RSS_LANES lanes):"

@@ -2,10 +2,14 @@
 # bench/full-backup.sh (make bench-full): times a sluice full backup and a
 # sluice restore against pg_dump -Fd -j2 / pg_restore -j2 on the same source,
 # on this machine, in one run, and checks that the sluice restore equals the
-# source table by table.
+# source table by table. Then a sluice restore into MariaDB
+# (--target-driver mysql) beside MariaDB's own: mariadb-dump of the database
+# sluice restored (untimed), loaded with the mariadb client into a fresh
+# database (timed).
 #
-# It needs only what `make worker` started: PostgreSQL on 127.0.0.1:5432, the
-# Temporal dev server and a running sluice-worker.
+# It needs only what `make worker` started: PostgreSQL on 127.0.0.1:5432,
+# MariaDB on 127.0.0.1:3306 (make services), the Temporal dev server and a
+# running sluice-worker.
 #
 # Environment:
 #   BENCH_SCALE=1          source size; 1 is about 1 GB (pg_database_size),
@@ -24,6 +28,7 @@
 #   BENCH_DROP_SOURCE=0    1: drop the source database at the end.
 #   BENCH_KEEP_DBS=0       1: keep the restored databases (for inspection).
 #   BENCH_PG=postgres://postgres@127.0.0.1:5432   server (no password).
+#   BENCH_MARIADB=mysql://root@127.0.0.1:3306     MariaDB server (no password).
 #
 # Method and caveats:
 #   - Wall clock (date +%s.%N) around each command. The sluice steps include
@@ -44,6 +49,33 @@
 #     and disturbed the step. results.json also has the machine total.
 #   - Sluice steps also list their Temporal activities (per table for the
 #     restore) with start offsets and durations, from the workflow history.
+#   - MariaDB rows. The source holds values a MySQL-family target refuses by
+#     design (docs/mysql-target.md): float NaN, +-Infinity and -0 in
+#     events.ratio, timestamptz +-infinity in events.occurred_at. So the
+#     MariaDB rows restore from a derived copy of the source: $SRC_MY, made
+#     with CREATE DATABASE ... TEMPLATE, in which exactly those values are
+#     replaced by ordinary ones (ratio NaN and -0 -> 0, +Infinity -> 500000,
+#     -Infinity -> -500000, the ends of the generator's range; occurred_at
+#     infinity -> 2100-01-01, -infinity -> 1900-01-01 UTC) and everything else
+#     is identical (same tables, rows, keys, NULLs; checked before its
+#     backup: no refused value left, the other tables and the other columns
+#     of events equal to the source's by md5); the run prints and
+#     results.json records how many values were replaced. Its chain is a full
+#     backup of $SRC_MY (untimed). Timed: sluice restore of that chain into a
+#     fresh MariaDB database (sluice_bench_full_my_<run>_r<n>_sluice); then,
+#     untimed, mariadb-dump --single-transaction of that database (every
+#     table, sluice's own restore-links table too); timed: the mariadb client
+#     loading the dump into another fresh database (..._load). The dump is of
+#     what sluice wrote, so both loads hold the same rows in the same MariaDB
+#     types; the dump recreates each table with its secondary indexes before
+#     its rows, sluice adds them after. rows/s and MB/s use the source's row
+#     count and pg_database_size, as every other row. In each run these two
+#     come after the sluice and pg steps, sluice's first (the dump needs it).
+#     "CPU my" is the MariaDB server (mariadbd). Checked: the sluice restore
+#     against $SRC_MY (per table, row count and sums of the integer columns)
+#     and the loaded dump against the sluice restore (the same figures, and
+#     CHECKSUM TABLE). MariaDB databases of the prefix are dropped at the
+#     start (and at the end unless BENCH_KEEP_DBS=1).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -60,6 +92,7 @@ QUIET_PCT=${BENCH_QUIET_PCT:-15}
 DROP_SOURCE=${BENCH_DROP_SOURCE:-0}
 KEEP_DBS=${BENCH_KEEP_DBS:-0}
 PG=${BENCH_PG:-postgres://postgres@127.0.0.1:5432}
+MY=${BENCH_MARIADB:-mysql://root@127.0.0.1:3306}
 SLUICE_STATE=${SLUICE_STATE:-$HOME/.local/state/sluice}
 ADMIN=${SLUICE_ADMIN_ADDR:-127.0.0.1:9464}
 SLUICE=$ROOT/bin/sluice
@@ -69,7 +102,11 @@ SRC=sluice_bench_src
 DST_SLUICE=sluice_bench_dst_sluice
 DST_PG=sluice_bench_dst_pg
 WARM_DB=sluice_bench_dst_warmup
-TEMP_DBS=("$DST_SLUICE" "$DST_PG" "$WARM_DB")
+SRC_MY=sluice_bench_src_mariadb
+TEMP_DBS=("$DST_SLUICE" "$DST_PG" "$WARM_DB" "$SRC_MY")
+# MariaDB databases: MY_PREFIX + this run's ID + _r<run>_<sluice|load>.
+MY_PREFIX=sluice_bench_full_my_
+MY_RUN=$(date -u +%Y%m%d%H%M%S)_$$
 
 BENCH_NAME=bench
 # shellcheck source=bench/lib.sh
@@ -87,8 +124,9 @@ cleanup() {
 	[[ -n ${TOP_PID:-} ]] && kill "$TOP_PID" 2>/dev/null || true
 	if [[ $KEEP_DBS != 1 ]]; then
 		for db in "${TEMP_DBS[@]}"; do drop_db "$db" >/dev/null 2>&1 || true; done
+		if [[ -n ${MY_OPTS+x} ]]; then my_drop_like "$MY_PREFIX" || true; fi
 	else
-		log "keeping ${TEMP_DBS[*]} (BENCH_KEEP_DBS=1)"
+		log "keeping ${TEMP_DBS[*]} and the MariaDB databases $MY_PREFIX$MY_RUN* (BENCH_KEEP_DBS=1)"
 	fi
 	if [[ $DROP_SOURCE == 1 ]]; then
 		log "dropping $SRC (BENCH_DROP_SOURCE=1)"
@@ -106,10 +144,12 @@ preflight() {
 	[[ $REPEAT =~ ^[1-9][0-9]*$ ]] || die "BENCH_REPEAT must be a positive integer"
 	[[ $QUIET_WAIT =~ ^[0-9]+$ && $QUIET_PCT =~ ^[0-9]+$ ]] || die "BENCH_QUIET_WAIT and BENCH_QUIET_PCT must be integers"
 	[[ -x $SLUICE ]] || die "$SLUICE is missing; run make build (or make bench-full)"
-	for cmd in psql pg_dump pg_restore curl awk du; do
+	for cmd in psql pg_dump pg_restore curl awk du mariadb mariadb-dump; do
 		command -v "$cmd" >/dev/null || die "$cmd not found"
 	done
 	sql postgres -c 'SELECT 1' >/dev/null || die "PostgreSQL does not answer at $PG"
+	my_parse
+	my '' -e 'SELECT 1' >/dev/null || die "MariaDB does not answer at $MY; run make services"
 	[[ $(sql postgres -c 'SHOW wal_level') == logical ]] || die "wal_level is not logical; run make worker (deploy/dev/services.sh)"
 	local i
 	for i in $(seq 1 30); do
@@ -379,6 +419,8 @@ worker_pid() {
 }
 
 temporal_pid() { [[ -s $SLUICE_STATE/temporal.pid ]] && cat "$SLUICE_STATE/temporal.pid" || pgrep -o -x temporal || true; }
+# cpu_my: CPU seconds of the MariaDB server (one process, all its threads).
+cpu_my() { cpu_pid "$(mariadb_pid)"; }
 
 # wait_quiet: before a timed step, waits (up to BENCH_QUIET_WAIT seconds) until
 # the machine is at most BENCH_QUIET_PCT % busy, so other work on a shared
@@ -406,8 +448,8 @@ wait_quiet() {
 	done
 }
 
-STEPS=(sluice_backup sluice_restore pg_dump pg_restore)
-declare -A SECS CPU_TOOL CPU_PG CPU_ALL CPU_OTHER LOAD
+STEPS=(sluice_backup sluice_restore pg_dump pg_restore sluice_restore_mariadb mariadb_load)
+declare -A SECS CPU_TOOL CPU_PG CPU_MY CPU_ALL CPU_OTHER LOAD
 RUN=1
 # timed STEP TOOLCPU CMD...: runs CMD once and records wall and CPU seconds
 # under STEP#RUN. TOOLCPU is "worker" (the sluice-worker process) or "self"
@@ -418,7 +460,7 @@ timed() {
 	local k="$step#$RUN" out="$DIR/$step.$RUN"
 	sql postgres -c CHECKPOINT
 	wait_quiet
-	local wpid tpid a0 p0 w0 m0 t0 t1 tool
+	local wpid tpid a0 p0 y0 w0 m0 t0 t1 tool
 	wpid=$(worker_pid)
 	tpid=$(temporal_pid)
 	if [[ $TOP == 1 ]]; then
@@ -428,6 +470,7 @@ timed() {
 	LOAD[$k]=$(cut -d' ' -f1 /proc/loadavg)
 	a0=$(cpu_all)
 	p0=$(cpu_pg)
+	y0=$(cpu_my)
 	w0=$(cpu_pid "$wpid")
 	m0=$(cpu_pid "$tpid")
 	log "$step (run $RUN/$REPEAT): $* (load average ${LOAD[$k]})"
@@ -452,6 +495,7 @@ timed() {
 	SECS[$k]=$(calc "$t1 - $t0" 3)
 	CPU_ALL[$k]=$(calc "$(cpu_all) - $a0" 1)
 	CPU_PG[$k]=$(calc "$(cpu_pg) - $p0" 1)
+	CPU_MY[$k]=$(calc "$(cpu_my) - $y0" 1)
 	if [[ $toolcpu == self ]]; then
 		tool=$(awk '{ print $1 + $2 }' "$out.time")
 	else
@@ -461,8 +505,8 @@ timed() {
 	CPU_TOOL[$k]=$(calc "$tool" 1)
 	# Other = everything else on the machine (Temporal's server counts as
 	# neither tool nor other); large values mean the step was disturbed.
-	CPU_OTHER[$k]=$(calc "${CPU_ALL[$k]} - ${CPU_TOOL[$k]} - ${CPU_PG[$k]} - ($(cpu_pid "$tpid") - $m0)" 1)
-	log "$step: ${SECS[$k]}s (CPU: tool ${CPU_TOOL[$k]}s, postgres ${CPU_PG[$k]}s, other ${CPU_OTHER[$k]}s, machine ${CPU_ALL[$k]}s)"
+	CPU_OTHER[$k]=$(calc "${CPU_ALL[$k]} - ${CPU_TOOL[$k]} - ${CPU_PG[$k]} - ${CPU_MY[$k]} - ($(cpu_pid "$tpid") - $m0)" 1)
+	log "$step: ${SECS[$k]}s (CPU: tool ${CPU_TOOL[$k]}s, postgres ${CPU_PG[$k]}s, mariadb ${CPU_MY[$k]}s, other ${CPU_OTHER[$k]}s, machine ${CPU_ALL[$k]}s)"
 	if [[ $toolcpu == worker ]]; then activities_of "$out.log" "$out.activities"; fi
 }
 
@@ -514,7 +558,7 @@ pick_best() {
 			awk "BEGIN { exit !(${SECS[$s#$r]} < ${SECS[$s#$best]}) }" && best=$r
 		done
 		BEST[$s]=$best
-		for arr in SECS CPU_TOOL CPU_PG CPU_ALL CPU_OTHER LOAD; do
+		for arr in SECS CPU_TOOL CPU_PG CPU_MY CPU_ALL CPU_OTHER LOAD; do
 			declare -n ref=$arr
 			ref[$s]=${ref[$s#$best]}
 			unset -n ref
@@ -522,10 +566,53 @@ pick_best() {
 	done
 }
 
-sluice_backup() { "$SLUICE" backup full --source "$(dsn "$SRC")" --target "file://$1" --parallel "$PARALLEL"; }
+sluice_backup() { "$SLUICE" backup full --source "$(dsn "${2:-$SRC}")" --target "file://$1" --parallel "$PARALLEL"; }
 sluice_restore() { "$SLUICE" restore --backup-target "file://$1" --target "$(dsn "$2")" --parallel "$PARALLEL"; }
 pg_backup() { pg_dump -Fd -j"$PARALLEL" -f "$1" -d "$(dsn "$SRC")"; }
 pg_restore_() { pg_restore -j"$PARALLEL" -d "$(dsn "$2")" "$1"; }
+# MariaDB: sluice's restore, and the reference (dump untimed, load timed).
+sluice_restore_my() { "$SLUICE" restore --backup-target "file://$1" --target-driver mysql --target "$(my_dsn "$2")" --parallel "$PARALLEL"; }
+my_dump() { mariadb-dump "${MY_OPTS[@]}" --single-transaction "$1" >"$2"; }
+my_fresh() { my '' -e "DROP DATABASE IF EXISTS \`$1\`; CREATE DATABASE \`$1\`"; }
+# my_load: the command the timed step runs, the mariadb client reading
+# the dump (through bash, so that /usr/bin/time covers client and redirect).
+my_load_cmd() { MY_LOAD=(bash -c 'exec mariadb "${@:2}" <"$1"' my_load "$2" "${MY_OPTS[@]}" --batch "--database=$1"); }
+MY_CHAIN_DIR=chain-mariadb
+MY_DUMP_FILE=mariadb-dump.sql
+
+# prepare_mariadb_source: $SRC_MY, the source with exactly the values a
+# MySQL-family target refuses replaced by ordinary ones, and its chain
+# (untimed). Sets MY_N_FLOATS and MY_N_TS (the values replaced) and checks
+# that none is left and that nothing else changed (row counts, and the
+# source's other columns by md5 of every row without ratio and occurred_at).
+prepare_mariadb_source() {
+	log "deriving $SRC_MY from $SRC (float NaN, +-Infinity, -0 and timestamptz +-infinity replaced by ordinary values) and its chain (untimed)"
+	drop_db "$SRC_MY"
+	sql postgres -c "CREATE DATABASE $SRC_MY TEMPLATE $SRC"
+	MY_N_FLOATS=$(sql "$SRC_MY" -c "WITH u AS (UPDATE events SET ratio = CASE WHEN ratio = 'Infinity' THEN 500000 WHEN ratio = '-Infinity' THEN -500000 ELSE 0 END
+		WHERE ratio = 'NaN' OR ratio IN ('Infinity', '-Infinity') OR (ratio = 0 AND ratio::text = '-0') RETURNING 1) SELECT count(*) FROM u")
+	MY_N_TS=$(sql "$SRC_MY" -c "WITH u AS (UPDATE events SET occurred_at = CASE WHEN occurred_at = 'infinity' THEN timestamptz '2100-01-01 00:00:00+00' ELSE timestamptz '1900-01-01 00:00:00+00' END
+		WHERE NOT isfinite(occurred_at) RETURNING 1) SELECT count(*) FROM u")
+	local left q t a b
+	left=$(sql "$SRC_MY" -c "SELECT count(*) FROM events WHERE ratio = 'NaN' OR ratio IN ('Infinity', '-Infinity') OR (ratio = 0 AND ratio::text = '-0') OR NOT isfinite(occurred_at)")
+	[[ $left == 0 ]] || die "$SRC_MY still holds $left refused values after the replacement"
+	q="SELECT count(*) || ' ' || md5(string_agg(md5((id, account_id, kind, seq, local_time, duration, trace_id, amount, payload, raw, note)::text), '' ORDER BY id)) FROM events"
+	a=$(sql "$SRC" -c "$q")
+	b=$(sql "$SRC_MY" -c "$q")
+	[[ $a == "$b" ]] || die "$SRC_MY.events differs from $SRC beyond ratio and occurred_at: $b against $a"
+	for t in "${TABLES[@]}"; do
+		[[ $t == events ]] && continue
+		# shellcheck disable=SC2059
+		q=$(printf "$TABLE_CHECK_SQL" "$t")
+		a=$(sql "$SRC" -c "$q")
+		b=$(sql "$SRC_MY" -c "$q")
+		[[ $a == "$b" ]] || die "$SRC_MY.$t differs from $SRC: $b against $a"
+	done
+	sql "$SRC_MY" -c 'VACUUM ANALYZE events'
+	rm -rf "${DIR:?}/$MY_CHAIN_DIR"
+	sluice_backup "$DIR/$MY_CHAIN_DIR" "$SRC_MY" >"$DIR/mariadb-chain.log" 2>&1 || die "sluice backup full of $SRC_MY failed ($DIR/mariadb-chain.log)"
+	log "$SRC_MY: $MY_N_FLOATS ratio and $MY_N_TS occurred_at values replaced, the rest equal to $SRC; chain $DIR/$MY_CHAIN_DIR"
+}
 
 warmup() {
 	log "warm-up pass (untimed)"
@@ -539,6 +626,14 @@ warmup() {
 	fresh_db "$WARM_DB"
 	pg_restore_ "$w/dump" "$WARM_DB" >>"$w/log" 2>&1 || die "warm-up pg_restore failed ($w/log)"
 	drop_db "$WARM_DB"
+	local ma=${MY_PREFIX}${MY_RUN}_warmup_sluice mb=${MY_PREFIX}${MY_RUN}_warmup_load
+	my_fresh "$ma"
+	sluice_restore_my "$DIR/$MY_CHAIN_DIR" "$ma" >>"$w/log" 2>&1 || die "warm-up sluice restore into MariaDB failed ($w/log)"
+	my_dump "$ma" "$w/mariadb-dump.sql" 2>>"$w/log" || die "warm-up mariadb-dump failed ($w/log)"
+	my_fresh "$mb"
+	my_load_cmd "$mb" "$w/mariadb-dump.sql"
+	"${MY_LOAD[@]}" >>"$w/log" 2>&1 || die "warm-up mariadb load failed ($w/log)"
+	my '' -e "DROP DATABASE \`$ma\`; DROP DATABASE \`$mb\`"
 	rm -rf "$w"
 }
 
@@ -553,6 +648,20 @@ run_pg() {
 	timed pg_dump self pg_dump -Fd -j"$PARALLEL" -f "$DIR/dump" -d "$(dsn "$SRC")"
 	fresh_db "$DST_PG"
 	timed pg_restore self pg_restore -j"$PARALLEL" -d "$(dsn "$DST_PG")" "$DIR/dump"
+}
+# run_mariadb: this run's two MariaDB databases (the previous run's dropped);
+# MY_DST_SLUICE and MY_DST_LOAD name the last ones.
+run_mariadb() {
+	my_drop_like "$MY_PREFIX"
+	MY_DST_SLUICE=${MY_PREFIX}${MY_RUN}_r${RUN}_sluice
+	MY_DST_LOAD=${MY_PREFIX}${MY_RUN}_r${RUN}_load
+	my_fresh "$MY_DST_SLUICE"
+	timed sluice_restore_mariadb worker sluice_restore_my "$DIR/$MY_CHAIN_DIR" "$MY_DST_SLUICE"
+	log "mariadb-dump of $MY_DST_SLUICE (untimed)"
+	my_dump "$MY_DST_SLUICE" "$DIR/$MY_DUMP_FILE" 2>"$DIR/mariadb-dump.log" || die "mariadb-dump of $MY_DST_SLUICE failed ($DIR/mariadb-dump.log)"
+	my_fresh "$MY_DST_LOAD"
+	my_load_cmd "$MY_DST_LOAD" "$DIR/$MY_DUMP_FILE"
+	timed mariadb_load self "${MY_LOAD[@]}"
 }
 
 # ------------------------------------------------------------ verification
@@ -608,6 +717,47 @@ verify() {
 	return $status
 }
 
+# MariaDB: per table, the row count and the sums of its integer columns, the
+# same figures from PostgreSQL ($SRC_MY) and MariaDB; between the two MariaDB
+# databases also CHECKSUM TABLE.
+declare -A INT_COLS=(
+	[regions]="id" [accounts]="id region_id score" [events]="id account_id kind seq"
+	[documents]="id account_id flags" [tag_sets]="id weight" [audit_log]="level pid" [bench_meta]="generator_version"
+)
+sums_sql() { # sums_sql pg|my TABLE
+	local c e="count(*)"
+	for c in ${INT_COLS[$2]}; do
+		if [[ $1 == pg ]]; then
+			e+=" || ' ' || coalesce(sum($c), 0)"
+		else
+			e+=", coalesce(sum($c), 0)"
+		fi
+	done
+	if [[ $1 == pg ]]; then
+		printf 'SELECT %s FROM public.%s' "$e" "$2"
+	else
+		printf "SELECT CONCAT_WS(' ', %s) FROM \`%s\`" "$e" "$2"
+	fi
+}
+verify_mariadb() {
+	local t a b c x y status=0
+	log "verifying MariaDB $MY_DST_SLUICE against $SRC_MY, and $MY_DST_LOAD against $MY_DST_SLUICE"
+	for t in "${TABLES[@]}"; do
+		a=$(sql "$SRC_MY" -c "$(sums_sql pg "$t")") || die "the sums of $SRC_MY.$t could not be read"
+		b=$(my "$MY_DST_SLUICE" -e "$(sums_sql my "$t")" 2>&1 || true)
+		c=$(my "$MY_DST_LOAD" -e "$(sums_sql my "$t")" 2>&1 || true)
+		x=$(my "$MY_DST_SLUICE" -e "CHECKSUM TABLE \`$t\` EXTENDED" 2>&1 | awk '{ print $2 }' || true)
+		y=$(my "$MY_DST_LOAD" -e "CHECKSUM TABLE \`$t\` EXTENDED" 2>&1 | awk '{ print $2 }' || true)
+		if [[ $a == "$b" && $b == "$c" && $x =~ ^[0-9]+$ && $x == "$y" ]]; then
+			printf '  %-10s equal: %s rows, sums %s; checksum %s\n' "$t" "${a%% *}" "${a#* }" "$x"
+		else
+			printf '  %-10s DIFFERENT: %s %s, sluice restore %s, dump load %s; checksums %s, %s\n' "$t" "$SRC_MY" "$a" "$b" "$c" "$x" "$y"
+			status=1
+		fi
+	done
+	return $status
+}
+
 # ------------------------------------------------------------ report
 
 # activities_table STEP: the per-activity timings of STEP's reported run.
@@ -629,13 +779,14 @@ activities_json() {
 }
 
 report() {
-	local src_bytes=$1 rows=$2 chain_bytes=$3 dump_bytes=$4
+	local src_bytes=$1 rows=$2 chain_bytes=$3 dump_bytes=$4 my_chain_bytes=$5 my_dump_bytes=$6
 	local mb
 	mb=$(calc "$src_bytes / 1e6" 1)
-	local bk_ratio rs_ratio sz_ratio
+	local bk_ratio rs_ratio sz_ratio my_ratio
 	bk_ratio=$(calc "${SECS[pg_dump]} / ${SECS[sluice_backup]}" 2)
 	rs_ratio=$(calc "${SECS[pg_restore]} / ${SECS[sluice_restore]}" 2)
 	sz_ratio=$(calc "$chain_bytes / $dump_bytes" 2)
+	my_ratio=$(calc "${SECS[mariadb_load]} / ${SECS[sluice_restore_mariadb]}" 2)
 	local mem cpu kernel
 	mem=$(awk '/^MemTotal/ { printf "%.1f GiB", $2 / 1048576 }' /proc/meminfo)
 	cpu=$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)
@@ -646,36 +797,46 @@ report() {
 	v_sluice="git $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?')$(git -C "$ROOT" diff --quiet HEAD 2>/dev/null || echo '+dirty'), bin/sluice-worker built $(date -u -r "$ROOT/bin/sluice-worker" +%FT%TZ 2>/dev/null || echo '?')"
 	v_go=$(go version -m "$ROOT/bin/sluice-worker" 2>/dev/null | awk 'NR == 1 { print $2 }' || true)
 	v_temporal=$({ "$TEMPORAL_CLI" --version 2>/dev/null || echo unknown; } | head -n1)
+	local v_my v_mydump
+	v_my=$(my '' -e 'SELECT VERSION()')
+	v_mydump=$(mariadb-dump --version)
 
 	echo
 	echo "sluice full-backup benchmark, $(date -u +%FT%TZ)"
 	echo "machine : $(nproc) CPUs ($cpu), $mem RAM, Linux $kernel"
-	echo "versions: PostgreSQL $v_pg; $v_dump; sluice $v_sluice (${v_go:-go ?}); $v_temporal"
+	echo "versions: PostgreSQL $v_pg; $v_dump; MariaDB $v_my; $v_mydump; sluice $v_sluice (${v_go:-go ?}); $v_temporal"
 	echo "source  : $SRC, scale $SCALE, $rows rows in ${#TABLES[@]} tables, pg_database_size $src_bytes bytes = $mb MB"
 	echo "settings: --parallel $PARALLEL / -j$PARALLEL, order $ORDER, warm-up $([[ $WARMUP == 1 ]] && echo on || echo off), $REPEAT run(s) per step (fastest reported), CHECKPOINT + wait for an idle machine before each step"
 	echo "MB/s = source pg_database_size (10^6 bytes) / wall seconds; rows/s = source rows / wall seconds"
-	echo "CPU s: tool = sluice-worker process, or pg_dump/pg_restore and their children; pg = PostgreSQL server;"
-	echo "       other = rest of the machine minus Temporal (noise: should be ~0); load1 = 1-min load average before the step"
+	echo "CPU s: tool = sluice-worker process, or pg_dump/pg_restore (the mariadb client) and their children; pg = PostgreSQL server;"
+	echo "       my = MariaDB server; other = rest of the machine minus Temporal (noise: should be ~0); load1 = 1-min load average before the step"
+	echo "MariaDB rows: a copy of the source with $MY_N_FLOATS NaN/±Inf/-0 floats and $MY_N_TS infinite timestamps replaced ($SRC_MY, see the"
+	echo "       script's header), restored by sluice into $MY_DST_SLUICE; mariadb_load = the mariadb client loading mariadb-dump of that database"
 	echo
-	printf '%-15s %9s %10s %7s %8s %7s %8s %6s  %s\n' step seconds rows/s MB/s 'CPU tool' 'CPU pg' 'CPU other' load1 'all runs (s)'
+	printf '%-22s %9s %10s %7s %8s %7s %7s %8s %6s  %s\n' step seconds rows/s MB/s 'CPU tool' 'CPU pg' 'CPU my' 'CPU other' load1 'all runs (s)'
 	local s
-	for s in sluice_backup pg_dump sluice_restore pg_restore; do
-		printf '%-15s %9.2f %10.0f %7.1f %8.1f %7.1f %8.1f %6s  %s\n' "$s" "${SECS[$s]}" \
-			"$(calc "$rows / ${SECS[$s]}" 0)" "$(calc "$mb / ${SECS[$s]}" 2)" "${CPU_TOOL[$s]}" "${CPU_PG[$s]}" "${CPU_OTHER[$s]}" "${LOAD[$s]}" "${ALL_SECS[$s]}"
+	for s in sluice_backup pg_dump sluice_restore pg_restore sluice_restore_mariadb mariadb_load; do
+		printf '%-22s %9.2f %10.0f %7.1f %8.1f %7.1f %7.1f %8.1f %6s  %s\n' "$s" "${SECS[$s]}" \
+			"$(calc "$rows / ${SECS[$s]}" 0)" "$(calc "$mb / ${SECS[$s]}" 2)" "${CPU_TOOL[$s]}" "${CPU_PG[$s]}" "${CPU_MY[$s]}" "${CPU_OTHER[$s]}" "${LOAD[$s]}" "${ALL_SECS[$s]}"
 	done
 	echo
-	printf '%-26s %12s bytes (%s MB)\n' 'sluice chain (du -sb)' "$chain_bytes" "$(calc "$chain_bytes / 1e6" 1)"
-	printf '%-26s %12s bytes (%s MB)\n' 'pg_dump -Fd dir (du -sb)' "$dump_bytes" "$(calc "$dump_bytes / 1e6" 1)"
+	printf '%-30s %12s bytes (%s MB)\n' 'sluice chain (du -sb)' "$chain_bytes" "$(calc "$chain_bytes / 1e6" 1)"
+	printf '%-30s %12s bytes (%s MB)\n' 'pg_dump -Fd dir (du -sb)' "$dump_bytes" "$(calc "$dump_bytes / 1e6" 1)"
+	printf '%-30s %12s bytes (%s MB)\n' 'sluice chain, MariaDB source' "$my_chain_bytes" "$(calc "$my_chain_bytes / 1e6" 1)"
+	printf '%-30s %12s bytes (%s MB)\n' 'mariadb-dump file' "$my_dump_bytes" "$(calc "$my_dump_bytes / 1e6" 1)"
 	echo
 	echo "sluice vs pg_dump/pg_restore (time: t_pg / t_sluice, > 1 means sluice faster; size: chain / dump, > 1 means chain larger)"
 	printf '  backup time  %6s\n  restore time %6s\n  size         %6s\n' "$bk_ratio" "$rs_ratio" "$sz_ratio"
+	echo "sluice restore into MariaDB vs the mariadb client loading mariadb-dump (t_load / t_sluice, > 1 means sluice faster)"
+	printf '  restore time %6s\n' "$my_ratio"
 	echo
 	activities_table sluice_backup
 	activities_table sluice_restore
+	activities_table sluice_restore_mariadb
 
 	local step_json="" sep=""
 	for s in "${STEPS[@]}"; do
-		step_json+="$sep\"$s\": {\"seconds\": ${SECS[$s]}, \"rows_per_s\": $(calc "$rows / ${SECS[$s]}" 0), \"mb_per_s\": $(calc "$mb / ${SECS[$s]}" 2), \"cpu_tool_s\": ${CPU_TOOL[$s]}, \"cpu_postgres_s\": ${CPU_PG[$s]}, \"cpu_other_s\": ${CPU_OTHER[$s]}, \"cpu_machine_s\": ${CPU_ALL[$s]}, \"loadavg_1m_before\": ${LOAD[$s]}, \"all_runs_s\": [${ALL_SECS[$s]}]"
+		step_json+="$sep\"$s\": {\"seconds\": ${SECS[$s]}, \"rows_per_s\": $(calc "$rows / ${SECS[$s]}" 0), \"mb_per_s\": $(calc "$mb / ${SECS[$s]}" 2), \"cpu_tool_s\": ${CPU_TOOL[$s]}, \"cpu_postgres_s\": ${CPU_PG[$s]}, \"cpu_mariadb_s\": ${CPU_MY[$s]}, \"cpu_other_s\": ${CPU_OTHER[$s]}, \"cpu_machine_s\": ${CPU_ALL[$s]}, \"loadavg_1m_before\": ${LOAD[$s]}, \"all_runs_s\": [${ALL_SECS[$s]}]"
 		[[ $s == sluice_* ]] && step_json+=", \"activities\": $(activities_json "$s")"
 		step_json+="}"
 		sep=", "
@@ -686,13 +847,16 @@ report() {
 {
   "generated_at": "$(date -u +%FT%TZ)",
   "machine": {"nproc": $(nproc), "cpu": $(json_str "$cpu"), "mem_total_bytes": $(awk '/^MemTotal/ { print $2 * 1024 }' /proc/meminfo), "kernel": $(json_str "$kernel")},
-  "versions": {"postgresql": $(json_str "$v_pg"), "pg_dump": $(json_str "$v_dump"), "sluice": $(json_str "$v_sluice"), "go": $(json_str "${v_go:-}"), "temporal": $(json_str "$v_temporal")},
+  "versions": {"postgresql": $(json_str "$v_pg"), "pg_dump": $(json_str "$v_dump"), "mariadb": $(json_str "$v_my"), "mariadb_dump": $(json_str "$v_mydump"), "sluice": $(json_str "$v_sluice"), "go": $(json_str "${v_go:-}"), "temporal": $(json_str "$v_temporal")},
   "settings": {"scale": $SCALE, "parallel": $PARALLEL, "order": "$ORDER", "warmup": $([[ $WARMUP == 1 ]] && echo true || echo false), "repeat": $REPEAT, "reported_run": "fastest"},
   "mb_definition": "source pg_database_size in 10^6 bytes divided by wall seconds",
   "source": {"database": "$SRC", "size_bytes": $src_bytes, "rows": $rows, "tables": ${#TABLES[@]}},
   "steps": {$step_json},
-  "sizes": {"sluice_chain_bytes": $chain_bytes, "pg_dump_dir_bytes": $dump_bytes},
-  "ratios": {"backup_speed_sluice_over_pg": $bk_ratio, "restore_speed_sluice_over_pg": $rs_ratio, "size_chain_over_dump": $sz_ratio},
+  "mariadb": {"source": "$SRC_MY", "derived_from": "$SRC", "floats_replaced": $MY_N_FLOATS, "timestamps_replaced": $MY_N_TS,
+    "replacements": "events.ratio NaN and -0 -> 0, +Infinity -> 500000, -Infinity -> -500000; events.occurred_at infinity -> 2100-01-01, -infinity -> 1900-01-01 UTC; all else identical",
+    "sluice_restore_database": "$MY_DST_SLUICE", "load_database": "$MY_DST_LOAD", "load_command": "mariadb --batch --database=<db> < mariadb-dump --single-transaction <sluice_restore_database>"},
+  "sizes": {"sluice_chain_bytes": $chain_bytes, "pg_dump_dir_bytes": $dump_bytes, "sluice_chain_mariadb_source_bytes": $my_chain_bytes, "mariadb_dump_bytes": $my_dump_bytes},
+  "ratios": {"backup_speed_sluice_over_pg": $bk_ratio, "restore_speed_sluice_over_pg": $rs_ratio, "size_chain_over_dump": $sz_ratio, "restore_speed_sluice_mariadb_over_mariadb_load": $my_ratio},
   "verified": true
 }
 JSON
@@ -724,6 +888,8 @@ main() {
 	src_bytes=$(sql postgres -c "SELECT pg_database_size('$SRC')")
 	for t in "${TABLES[@]}"; do rows=$((rows + EXPECT[$t])); done
 	log "source: $rows rows, $(calc "$src_bytes / 1e6" 1) MB"
+	my_drop_like "$MY_PREFIX"
+	prepare_mariadb_source
 
 	if [[ $WARMUP == 1 ]]; then warmup; fi
 	for ((RUN = 1; RUN <= REPEAT; RUN++)); do
@@ -734,15 +900,20 @@ main() {
 			run_pg
 			run_sluice
 		fi
+		run_mariadb
 	done
 	pick_best
 
 	# The last sluice restore is the one checked (every run restores the same chain contents).
 	verify "$DST_SLUICE" || die "the sluice restore differs from the source (see above; databases dropped unless BENCH_KEEP_DBS=1)"
-	local chain_bytes dump_bytes
+	# Likewise the last run's two MariaDB databases.
+	verify_mariadb || die "the MariaDB databases differ (see above; databases dropped unless BENCH_KEEP_DBS=1)"
+	local chain_bytes dump_bytes my_chain_bytes my_dump_bytes
 	chain_bytes=$(du -sb "$DIR/chain" | cut -f1)
 	dump_bytes=$(du -sb "$DIR/dump" | cut -f1)
-	report "$src_bytes" "$rows" "$chain_bytes" "$dump_bytes"
+	my_chain_bytes=$(du -sb "$DIR/$MY_CHAIN_DIR" | cut -f1)
+	my_dump_bytes=$(du -sb "$DIR/$MY_DUMP_FILE" | cut -f1)
+	report "$src_bytes" "$rows" "$chain_bytes" "$dump_bytes" "$my_chain_bytes" "$my_dump_bytes"
 }
 
 main "$@"

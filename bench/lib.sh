@@ -1,6 +1,8 @@
 # bench/lib.sh: helpers the benchmark scripts share. Source it after setting
 # BENCH_NAME (the prefix of log lines) and PG (a postgres:// URL without a
-# database); the pg_ticks helper also needs PGDATA_DIR.
+# database); the pg_ticks helper also needs PGDATA_DIR, the MariaDB helpers
+# MY (a mysql://user@host[:port] URL without a database or password) and a
+# call of my_parse first.
 
 # log MSG...: a timestamped progress line on stderr.
 log() { printf '[%s %s] %s\n' "$BENCH_NAME" "$(date +%T)" "$*" >&2; }
@@ -53,3 +55,37 @@ pg_ticks() {
 	done
 	echo "$total"
 }
+
+# --- MariaDB (the MySQL-family target) ---------------------------------------
+
+# my_parse: checks MY and sets MY_OPTS, the connection options of the mariadb
+# and mariadb-dump clients (TCP, no password).
+my_parse() {
+	[[ ${MY:-} =~ ^mysql://([^@/:]+)@([^:/]+)(:([0-9]+))?/?$ ]] ||
+		die "the MariaDB server must be a mysql://user@host[:port] URL without a database, not '${MY:-}'"
+	MY=mysql://${BASH_REMATCH[1]}@${BASH_REMATCH[2]}:${BASH_REMATCH[4]:-3306}
+	MY_OPTS=("--user=${BASH_REMATCH[1]}" "--host=${BASH_REMATCH[2]}" "--port=${BASH_REMATCH[4]:-3306}" --protocol=TCP)
+}
+
+# my_dsn DB: the sluice target URL of database DB on the MariaDB server.
+my_dsn() { printf '%s/%s' "$MY" "$1"; }
+
+# my DB [mariadb args...]: the mariadb client on DB ('' for none), batch mode
+# without column names; it stops at the first error.
+my() {
+	local db=$1
+	shift
+	mariadb "${MY_OPTS[@]}" --batch --skip-column-names ${db:+"--database=$db"} "$@"
+}
+
+# my_drop_like PREFIX: drops every database whose name starts with PREFIX
+# (none is fine: idempotent).
+my_drop_like() {
+	local d
+	for d in $(my '' -e "SELECT schema_name FROM information_schema.schemata WHERE schema_name LIKE '${1//_/\\_}%'"); do
+		my '' -e "DROP DATABASE IF EXISTS \`$d\`" && log "dropped MariaDB database $d"
+	done
+}
+
+# mariadb_pid: the local MariaDB server's pid (empty when none runs here).
+mariadb_pid() { pgrep -o -x mariadbd || pgrep -o -x mysqld || true; }
