@@ -130,6 +130,8 @@ func (a *Activities) prepareBroker(ctx context.Context, p BrokerStartParams) (Br
 		if err := st.ReplaceState(ctx, p.Stream, nil); err != nil {
 			return BrokerStart{}, fmt.Errorf("reset stream %s: %w", p.Stream, err)
 		}
+		// The restore that follows needs the tail's segment until it ends.
+		a.reportPosition(ctx, ch, p.Stream, cat.ChainID, cat.Tip().ID)
 		return BrokerStart{Mode: ModeReset, ChainID: cat.ChainID, Tail: cat.Tip().ID}, nil
 	}
 	if found && decodeErr != nil {
@@ -150,6 +152,7 @@ func (a *Activities) prepareBroker(ctx context.Context, p BrokerStartParams) (Br
 				}
 				return BrokerStart{}, errcode.New(errcode.BrokerAtChainIDConflict, "--at-chain-id %s, but the stored position records %s as last fully applied%s", p.AtChainID, tok.LastApplied, inside)
 			}
+			a.reportPosition(ctx, ch, p.Stream, cat.ChainID, tok.LastApplied)
 			return startOf(ModeWarm, tok), nil
 		}
 		if err := ensure(); err != nil {
@@ -161,11 +164,16 @@ func (a *Activities) prepareBroker(ctx context.Context, p BrokerStartParams) (Br
 		if err := replaceState(ctx, st, tok); err != nil {
 			return BrokerStart{}, err
 		}
+		a.reportPosition(ctx, ch, p.Stream, cat.ChainID, tok.LastApplied)
 		return startOf(ModeAtChainID, tok), nil
 	}
 	if !found {
 		return BrokerStart{}, errcode.New(errcode.BrokerNoPosition, "the target holds no position for stream %q; start it with --reset-target-data or --at-chain-id <ID>", p.Stream)
 	}
+	if _, ok := positionIn(cat, tok.LastApplied); !ok {
+		return BrokerStart{}, positionPruned(p.Stream, tok.LastApplied, p.Store.URL)
+	}
+	a.reportPosition(ctx, ch, p.Stream, cat.ChainID, tok.LastApplied)
 	return startOf(ModeWarm, tok), nil
 }
 
@@ -267,6 +275,7 @@ func (a *Activities) waitForLinks(ctx context.Context, p WaitParams) (WaitResult
 	// stalled, not gone, and no second attempt starts beside a blocked one.
 	stop := a.heartbeat(ctx, func() any { return a.runDetails(k, p.Health, map[string]any{"waiting_after": p.After}) })
 	defer stop()
+	reported := false
 	for {
 		cat, err := ch.LoadCatalog(ctx)
 		if err != nil {
@@ -274,14 +283,14 @@ func (a *Activities) waitForLinks(ctx context.Context, p WaitParams) (WaitResult
 		}
 		res := WaitResult{TipCreatedAt: cat.Tip().CreatedAt}
 		links := cat.Links()
-		start := -1
-		for i, l := range links {
-			if l.ID == p.After {
-				start = i
-			}
+		start, ok := positionIn(cat, p.After)
+		if !ok {
+			return WaitResult{}, positionPruned(p.Stream, p.After, p.Store.URL)
 		}
-		if start < 0 {
-			return WaitResult{}, errcode.New(errcode.LinkNotFound, "the stream's position names link %s, which the chain at %s no longer lists", p.After, p.Store.URL)
+		if !reported {
+			// Once per wait, so once per tick: what retention reads.
+			a.reportPosition(ctx, ch, p.Stream, cat.ChainID, p.After)
+			reported = true
 		}
 		last := p.After
 		for _, l := range links[start+1:] {
@@ -322,6 +331,40 @@ func (a *Activities) waitForLinks(ctx context.Context, p WaitParams) (WaitResult
 			return WaitResult{}, ctx.Err()
 		case <-time.After(p.PollInterval):
 		}
+	}
+}
+
+// positionIn returns the index in cat.Links() of the link a broker's
+// position names; -1 (with ok) for the pruned tip the first remaining full
+// names as its parent, after which every remaining incremental follows.
+func positionIn(cat *chain.Catalog, last string) (int, bool) {
+	for i, l := range cat.Links() {
+		if l.ID == last {
+			return i, true
+		}
+	}
+	if len(cat.Segments) > 0 && last != "" && cat.Segments[0].Full.Parent == last {
+		return -1, true
+	}
+	return 0, false
+}
+
+// positionPruned is the refusal of a broker whose position retention pruned.
+func positionPruned(stream, last, store string) error {
+	return errcode.New(errcode.BrokerPositionPruned,
+		"stream %q last applied link %s, which the chain at %s no longer lists: retention pruned the segment, and the incrementals after it with it; rebuild the target with --reset-target-data",
+		stream, last, store)
+}
+
+// reportPosition writes the broker's position into the store for
+// retention to read. A store the broker may only read is no failure of
+// the broker: the report is skipped and logged, and retention then does
+// not know of this broker (docs/runbook.md, "Retention").
+func (a *Activities) reportPosition(ctx context.Context, ch *chain.Chain, stream, chainID, last string) {
+	err := ch.PutBrokerPosition(ctx, chain.BrokerPosition{Stream: stream, ChainID: chainID, LastApplied: last, UpdatedAt: time.Now()})
+	if err != nil && ctx.Err() == nil {
+		activity.GetLogger(ctx).Warn("BROKER-POSITION-UNREPORTED: could not write the broker's position into the store; retention cannot see this broker",
+			"stream", stream, "error", err.Error())
 	}
 }
 

@@ -107,7 +107,7 @@ func (c *cli) streamRunCmd() *cobra.Command {
 	var pf producerFlags
 	var rollover, idle time.Duration
 	var maxChanges, maxBytes int64
-	var rotateAt, parallel int
+	var rotateAt, parallel, retainSegments int
 	var hf healthFlags
 	cmd := &cobra.Command{
 		Use:   "run",
@@ -125,6 +125,10 @@ func (c *cli) streamRunCmd() *cobra.Command {
 				return usageError("--rollover-max-changes and --rollover-max-bytes must not be negative")
 			case rotateAt < 0:
 				return usageError("--retain-rotate-at-chain-length %d: give 0 (never) or more", rotateAt)
+			case retainSegments < 0:
+				return usageError("--retain-segments %d: give 0 (never prune) or more", retainSegments)
+			case retainSegments > 0 && rotateAt == 0:
+				return usageError("--retain-segments prunes after each rotation; give --retain-rotate-at-chain-length too")
 			case parallel < 1 || parallel > 64:
 				return usageError("--parallel %d: give 1 to 64", parallel)
 			case idle < time.Second || idle > time.Hour:
@@ -136,7 +140,7 @@ func (c *cli) streamRunCmd() *cobra.Command {
 			if p.Health, err = hf.thresholds(producerPollEvery); err != nil {
 				return err
 			}
-			in := workflows.ProducerInput{ProducerParams: p, Rollover: rollover, MaxChanges: maxChanges, MaxBytes: maxBytes, RotateAt: rotateAt, Idle: idle}
+			in := workflows.ProducerInput{ProducerParams: p, Rollover: rollover, MaxChanges: maxChanges, MaxBytes: maxBytes, RotateAt: rotateAt, Idle: idle, RetainSegments: retainSegments}
 			var res workflows.ProducerResult
 			return c.start(cmd.Context(), launch{
 				id:       producerID(p.Store.URL),
@@ -159,6 +163,7 @@ func (c *cli) streamRunCmd() *cobra.Command {
 	cmd.Flags().Int64Var(&maxChanges, "rollover-max-changes", 1_000_000, "also commit once a window holds this many changes (0: no bound)")
 	cmd.Flags().Int64Var(&maxBytes, "rollover-max-bytes", 512<<20, "also commit once a window read this many bytes of log (0: no bound)")
 	cmd.Flags().IntVar(&rotateAt, "retain-rotate-at-chain-length", 0, "rotate into a new segment (a new full) after this many incrementals (0: never)")
+	cmd.Flags().IntVar(&retainSegments, "retain-segments", 0, "after each rotation, prune the chain to its newest N segments, keeping those a broker has not replayed yet (0: never prune)")
 	cmd.Flags().IntVar(&parallel, "parallel", 2, "tables a rotation's full copies at once")
 	cmd.Flags().DurationVar(&idle, "idle-window", workflows.DefaultIdleWindow, "end a window that captured nothing after this long, and start the next (each costs a few history events)")
 	cmd.Flags().BoolVar(&c.detach, "detach", false, "return once the workflow has started")

@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"errors"
+	"strings"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -10,6 +11,7 @@ import (
 	"github.com/sluicehq/sluice/activities"
 	"github.com/sluicehq/sluice/internal/health"
 	"github.com/sluicehq/sluice/internal/producer"
+	"github.com/sluicehq/sluice/internal/retention"
 )
 
 // SignalStop is the name of the signal that ends a loop between units of work.
@@ -25,6 +27,9 @@ type ProducerInput struct {
 	// RotateAt rotates into a new segment once the tip segment holds this
 	// many incrementals (0: never).
 	RotateAt int `json:"rotate_at,omitempty"`
+	// RetainSegments prunes the chain to its newest N segments after each
+	// rotation, keeping those a broker still needs (0: never prune).
+	RetainSegments int `json:"retain_segments,omitempty"`
 	// Idle ends a window that captured no transaction after this long
 	// (zero: DefaultIdleWindow), so a quiet source still turns the loop.
 	Idle time.Duration `json:"idle,omitempty"`
@@ -42,8 +47,12 @@ type ProducerStatus struct {
 	SegmentLength int       `json:"segment_length"`
 	Windows       int64     `json:"windows"`
 	Rotations     int64     `json:"rotations"`
-	Changes       int64     `json:"changes"`
-	Transactions  int64     `json:"transactions"`
+	// Pruned counts the segments retention dropped; PruneHeld names the
+	// brokers whose positions held the last prune back.
+	Pruned       int64    `json:"pruned_segments,omitempty"`
+	PruneHeld    []string `json:"prune_held,omitempty"`
+	Changes      int64    `json:"changes"`
+	Transactions int64    `json:"transactions"`
 	// LastCommit is the source commit time of the newest captured transaction.
 	LastCommit time.Time `json:"last_commit,omitempty"`
 	// LastWindowAt is when the newest window ended (workflow time).
@@ -203,8 +212,35 @@ func ProducerWorkflow(ctx workflow.Context, in ProducerInput) (ProducerResult, e
 			}
 			st.Rotations++
 			st.record(rot, workflow.Now(ctx))
+			if in.RetainSegments > 0 {
+				st.Phase = "pruning"
+				st.prune(ctx, in)
+			}
 			st.Phase = "capturing"
 		}
+	}
+}
+
+// prune applies the run's retention policy after a rotation. A prune that
+// fails is logged and left for the next rotation, which finishes it: the
+// chain only holds more than the policy asks meanwhile.
+func (st *ProducerStatus) prune(ctx workflow.Context, in ProducerInput) {
+	var res retention.Result
+	err := workflow.ExecuteActivity(shortActivity(ctx, "prune to the newest "+itoa(int64(in.RetainSegments))+" segments"), a.PruneChain,
+		activities.PruneParams{Store: in.Store, Policy: retention.Policy{KeepSegments: in.RetainSegments}}).Get(ctx, &res)
+	if err != nil {
+		workflow.GetLogger(ctx).Warn("PRUNE-FAILED: the retention policy was not applied after the rotation; the next rotation tries again",
+			"store", in.Store.URL, "error", err.Error())
+		return
+	}
+	st.Pruned += int64(len(res.Drop))
+	st.PruneHeld = st.PruneHeld[:0]
+	for _, b := range res.Held {
+		st.PruneHeld = append(st.PruneHeld, b.Stream)
+	}
+	if len(res.Held) > 0 {
+		workflow.GetLogger(ctx).Warn("PRUNE-HELD-BY-BROKER: segments the policy would drop are kept for brokers that have not replayed them",
+			"store", in.Store.URL, "brokers", strings.Join(st.PruneHeld, ","), "kept", res.Keep)
 	}
 }
 

@@ -68,3 +68,13 @@ func LinkFromManifest(m *Manifest) Link {
 		Transactions:  m.Transactions,
 	}
 }
+
+// AllChunks returns every chunk the manifest names: a full's row chunks,
+// table by table, then an incremental's change chunks.
+func (m *Manifest) AllChunks() []ChunkRef {
+	var out []ChunkRef
+	for _, t := range m.Tables {
+		out = append(out, t.Chunks...)
+	}
+	return append(out, m.Chunks...)
+}

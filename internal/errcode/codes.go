@@ -224,3 +224,13 @@ var (
 		"`sluice codec-server --listen` names a non-loopback address without --allow-remote; anyone who can reach it could decrypt every payload of the namespace.",
 		"Keep --listen on 127.0.0.1 and reach it through an SSH tunnel or a proxy that authenticates operators, or pass --allow-remote once such a proxy stands in front of it.")
 )
+
+// Chain maintenance: retention (exit 3; see docs/runbook.md, "Retention").
+var (
+	PruneBrokerBehind = register("SLUICE-E-PRUNE-BROKER-BEHIND", ExitRefused,
+		"The prune would drop a segment a broker of the chain still has to replay: the position the broker last reported into the store lies in it, or before it. Nothing was pruned.",
+		"Let the broker named catch up (`sluice sync from-backup status --stream-id …`), or keep more segments. --force prunes anyway, and that broker must then be rebuilt with --reset-target-data. For a broker you retired, delete its report (control/position-broker-<stream> in the store) and prune again.")
+	BrokerPositionPruned = register("SLUICE-E-BROKER-POSITION-PRUNED", ExitRefused,
+		"The broker's position names a link that retention has pruned from the chain, so incrementals it still needs are gone; nothing was applied.",
+		"Rebuild the target with --reset-target-data: it restores the chain's newest segment and then tails it. Size retention so that every broker stays inside it (docs/runbook.md, \"Retention\").")
+)

@@ -138,12 +138,13 @@ func Window(ctx context.Context, ch *chain.Chain, o Options, lim source.Limits) 
 			w.cleanup()
 			return Result{}, err
 		}
-		next := cat.Next()
-		if err := next.AppendIncremental(m); err != nil {
-			w.cleanup()
-			return Result{}, errcode.Wrap(errcode.ChainInvalid, err, "append incremental")
-		}
-		if err := ch.CommitCatalog(ctx, next); err != nil {
+		next, err := commitOnto(ctx, ch, cat, func(next *chain.Catalog) error {
+			if err := next.AppendIncremental(m); err != nil {
+				return errcode.Wrap(errcode.ChainInvalid, err, "append incremental")
+			}
+			return nil
+		})
+		if err != nil {
 			w.cleanup()
 			return Result{}, err
 		}
@@ -190,26 +191,30 @@ func Rotate(ctx context.Context, ch *chain.Chain, o Options) (Result, error) {
 	if err != nil {
 		return fail(err)
 	}
-	next := cat.Next()
 	full.Parent = cat.Tip().ID
 	res := Result{Changes: win.Changes, Transactions: win.Transactions, LogBytes: win.Bytes, LastCommit: win.LastCommit}
+	var last *chain.Manifest
 	if win.Transactions > 0 {
-		last, err := w.manifest(ctx, cat, win, o.Now())
-		if err != nil {
+		if last, err = w.manifest(ctx, cat, win, o.Now()); err != nil {
 			return fail(err)
-		}
-		if err := next.AppendIncremental(last); err != nil {
-			return fail(errcode.Wrap(errcode.ChainInvalid, err, "append closing incremental"))
 		}
 		full.Parent = last.ID
 	}
 	if err := ch.PutManifest(ctx, full); err != nil {
 		return fail(err)
 	}
-	if err := next.Rotate(full); err != nil {
-		return fail(errcode.Wrap(errcode.ChainInvalid, err, "rotate"))
-	}
-	if err := ch.CommitCatalog(ctx, next); err != nil {
+	next, err := commitOnto(ctx, ch, cat, func(next *chain.Catalog) error {
+		if last != nil {
+			if err := next.AppendIncremental(last); err != nil {
+				return errcode.Wrap(errcode.ChainInvalid, err, "append closing incremental")
+			}
+		}
+		if err := next.Rotate(full); err != nil {
+			return errcode.Wrap(errcode.ChainInvalid, err, "rotate")
+		}
+		return nil
+	})
+	if err != nil {
 		return fail(err)
 	}
 	res.Committed, res.LinkID, res.Start, res.End = true, full.ID, full.StartPosition, full.EndPosition

@@ -396,3 +396,34 @@ func TestWindowRefusesAChainOfAnotherEngine(t *testing.T) {
 		t.Errorf("a capture was opened on a chain of another engine")
 	}
 }
+
+func TestAMaintenanceCommitDuringAStepIsBuiltUpon(t *testing.T) {
+	ctx := context.Background()
+	ch, _ := newChain(t)
+	// While the window is open, a prune or compaction commits a generation
+	// that keeps the tip: the window lands on top of it, not in a conflict.
+	maintain := func() {
+		cat := loadCatalog(t, ch)
+		if err := ch.CommitCatalog(ctx, cat.Next()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	src := newFakeSource(t, ch, fakeWindow{records: chaintest.Txn(7, insert("public.t", "mine")), end: "0/300", after: maintain})
+	res, err := Window(ctx, ch, options(src, "window"), source.Limits{})
+	if err != nil || !res.Committed {
+		t.Fatalf("window over a maintenance commit: %+v, %v", res, err)
+	}
+	if cat := loadCatalog(t, ch); cat.Generation != 3 || cat.Tip().ID != res.LinkID || len(src.confirms) != 1 {
+		t.Fatalf("generation %d tip %s confirms %v; want generation 3 with the window %s, confirmed", cat.Generation, cat.Tip().ID, src.confirms, res.LinkID)
+	}
+
+	src = newFakeSource(t, ch, fakeWindow{records: chaintest.Txn(9, insert("public.t", "closing")), end: "0/380", before: "0/900", after: maintain})
+	src.rotation = fullAt("0/900")
+	res, err = Rotate(ctx, ch, options(src, "rotate"))
+	if err != nil || !res.Committed {
+		t.Fatalf("rotation over a maintenance commit: %+v, %v", res, err)
+	}
+	if cat := loadCatalog(t, ch); cat.Generation != 5 || len(cat.Segments) != 2 || cat.Tip().ID != res.LinkID {
+		t.Fatalf("generation %d, %d segments, tip %s; want generation 5 with the rotation's full %s", cat.Generation, len(cat.Segments), cat.Tip().ID, res.LinkID)
+	}
+}

@@ -1,0 +1,122 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sluicehq/sluice/internal/blobstore"
+	"github.com/sluicehq/sluice/internal/chain"
+	"github.com/sluicehq/sluice/internal/errcode"
+	"github.com/sluicehq/sluice/internal/retention"
+)
+
+func (c *cli) pruneCmd() *cobra.Command {
+	var store storeFlags
+	var target string
+	var keepSegments int
+	var keepDuration time.Duration
+	var dryRun, force, asJSON bool
+	cmd := &cobra.Command{
+		Use:   "prune",
+		Short: "Drop a chain's oldest segments by a retention policy (reads and writes the store directly; no worker needed)",
+		Long: `Drops whole segments from the front of the chain: with --keep-segments N all but
+the newest N, with --keep-duration D those a restore of any point of the last D
+does not need (a segment goes once the segment after it began more than D ago).
+The newest segment is never dropped. The catalog write that drops them commits
+first and their manifests and chunks are deleted after it; a prune that dies in
+between leaves a journal the next prune finishes.
+
+Brokers report where they stand into the store each tick. A segment a broker
+has not replayed yet is not dropped: the prune is refused with
+SLUICE-E-PRUNE-BROKER-BEHIND (exit 3) naming the brokers, unless --force, after
+which those brokers refuse with SLUICE-E-BROKER-POSITION-PRUNED and need
+--reset-target-data. --dry-run prints the plan and changes nothing.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			st, err := store.ref("--target", target)
+			if err != nil {
+				return err
+			}
+			policy := retention.Policy{KeepSegments: keepSegments, KeepDuration: keepDuration}
+			switch {
+			case keepSegments < 0 || keepDuration < 0:
+				return usageError("--keep-segments and --keep-duration must be positive")
+			case keepSegments > 0 && keepDuration > 0:
+				return usageError("give --keep-segments or --keep-duration, not both")
+			case keepSegments == 0 && keepDuration == 0:
+				return usageError("give --keep-segments N or --keep-duration D")
+			}
+			ctx := cmd.Context()
+			bs, err := blobstore.Open(ctx, st.URL, st.Options)
+			if err != nil {
+				return errcode.Wrap(errcode.ConfigInvalid, err, "open backup store %s", st.URL)
+			}
+			res, err := retention.Prune(ctx, chain.Open(bs), retention.Options{Policy: policy, DryRun: dryRun, Force: force, Refuse: true})
+			if err != nil && !errcode.Is(err, errcode.PruneBrokerBehind) {
+				return err
+			}
+			if asJSON {
+				b, jerr := json.MarshalIndent(res, "", "  ")
+				if jerr != nil {
+					return jerr
+				}
+				fmt.Fprintln(c.stdout, string(b))
+			} else {
+				c.printPrune(st.URL, res, dryRun)
+			}
+			return err
+		},
+	}
+	store.bind(cmd)
+	cmd.Flags().StringVar(&target, "target", "", "backup store URL of the chain: "+blobstore.Forms())
+	cmd.Flags().IntVar(&keepSegments, "keep-segments", 0, "keep the newest N segments")
+	cmd.Flags().DurationVar(&keepDuration, "keep-duration", 0, "keep every segment needed to restore any point of the last D (e.g. 168h)")
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print what would be dropped and deleted; change nothing")
+	cmd.Flags().BoolVar(&force, "force", false, "drop segments brokers have not replayed yet (they must then be rebuilt with --reset-target-data)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the plan and the outcome as JSON")
+	return cmd
+}
+
+// printPrune renders a prune's plan and outcome for an operator.
+func (c *cli) printPrune(url string, res retention.Result, dryRun bool) {
+	for _, b := range res.Brokers {
+		where := fmt.Sprintf("needs segment %d on", b.Needs)
+		switch {
+		case b.OtherChain:
+			where = "reports a position in another chain (" + short(b.ChainID) + "); ignored"
+		case b.Lost:
+			where = "is past recovery by replay: its link is no longer in the chain (rebuild it with --reset-target-data)"
+		case b.Needs >= res.Keep+len(res.Drop):
+			where = "needs only the newest segment"
+		}
+		fmt.Fprintf(c.stdout, "broker %s: last applied %s, reported %s ago; %s\n", b.Stream, short(b.LastApplied),
+			time.Since(b.UpdatedAt).Round(time.Second), where)
+	}
+	verb := "dropped"
+	if dryRun {
+		verb = "would drop"
+	}
+	for _, s := range res.Drop {
+		fmt.Fprintf(c.stdout, "%s segment %d: full %s, %d links, %s to %s\n", verb, s.Index, short(s.Full), s.Links,
+			s.From.Format(time.RFC3339), s.Until.Format(time.RFC3339))
+	}
+	for _, b := range res.Held {
+		fmt.Fprintf(c.stdout, "held back by broker %s: it still has to replay segment %d\n", b.Stream, b.Needs)
+	}
+	switch {
+	case len(res.Drop) == 0 && len(res.Held) == 0:
+		fmt.Fprintf(c.stdout, "chain %s (generation %d): nothing to prune (%s); %d segments kept\n", url, res.Generation, res.Policy, res.Keep)
+	case dryRun:
+		fmt.Fprintf(c.stdout, "dry run: %d segments would go (%d objects, %s), %d stay; nothing was changed\n",
+			len(res.Drop), res.Objects, humanBytes(res.Bytes), res.Keep)
+	case len(res.Drop) > 0:
+		fmt.Fprintf(c.stdout, "chain %s: generation %d drops %d segments; %d objects deleted (%s); %d segments kept\n",
+			url, res.Committed, len(res.Drop), res.Deleted, humanBytes(res.Bytes), res.Keep)
+	}
+	if res.Pending > 0 {
+		fmt.Fprintf(c.stdout, "%d maintenance journal(s) left for a later run (a commit in progress, or objects still readable)\n", res.Pending)
+	}
+}
