@@ -347,9 +347,11 @@ func TestBrokerStartModes(t *testing.T) {
 
 func TestBrokerInterruptInsideAnIncrementalResumesExactlyOnce(t *testing.T) {
 	src, chainURL, fullID, _ := brokerFixture(t)
-	// Sixty transactions of 10,000 rows into the keyless table: the
-	// position advances between them, so an interruption lands inside.
-	for i := 0; i < 60; i++ {
+	// 200 transactions of 10,000 rows into the keyless table: the
+	// position advances between them, so an interruption lands inside
+	// (sixty were enough before the applier sent them as set statements;
+	// the apply must outlast the cancellation's way to the activity).
+	for i := 0; i < 200; i++ {
 		testenv.Exec(t, src, fmt.Sprintf(`INSERT INTO k SELECT i, 'bulk' FROM generate_series(%d, %d) i`, i*10000, i*10000+9999))
 	}
 	testenv.Exec(t, src, `INSERT INTO t SELECT i, 'late' FROM generate_series(1000, 1100) i`)

@@ -66,6 +66,15 @@ type Applier struct {
 	missing int64
 	// arbiters are the live target's insert arbiters by table (UseArbiters).
 	arbiters map[string][]string
+	// groups hold back row changes per table, queued as set statements
+	// (batch.go); heldRows counts the rows they hold, whose values are
+	// spans of held into heldArena until the flush that sends them ends.
+	groups    []*group
+	failedAt  int // the queue entry the last send failed at, or -1
+	heldRows  int
+	held      []span
+	heldArena []byte
+	colBuf    []int
 }
 
 // tableState is the applier's view of one table and its statements.
@@ -84,6 +93,11 @@ type tableState struct {
 	arbiter    []int
 	overriding bool // an identity ALWAYS column is supplied
 	stmts      map[string]*stmt
+	// all is 0, 1, … len(cols)-1; batch caches batchable (1 yes, -1 no);
+	// sets are the set statements by shape (setSQL).
+	all   []int
+	batch int8
+	sets  map[string]string
 }
 
 // stmt is one prepared statement of the applier.
@@ -103,6 +117,8 @@ const (
 	entryExec
 	entrySQL
 	entryDeallocate
+	// entryParams runs sql, unprepared, with the parameters of the span.
+	entryParams
 )
 
 // entry is one queued request of the next batch.
@@ -116,6 +132,13 @@ type entry struct {
 	n       int32 // parameter count
 	xid     uint32
 	ordinal uint32
+	// rows is how many rows a set statement of held changes carries (0:
+	// one); held are those rows, of width values each, for diagnose.
+	rows  int32
+	held  []heldRow
+	width int32
+	// count is st.count for an entryParams.
+	count bool
 }
 
 // span locates one parameter in the arena; n < 0 is NULL.
@@ -176,7 +199,8 @@ func (ts *tableState) useArbiter(cols []string) {
 func newTableState(t *chain.Table) *tableState {
 	ts := &tableState{def: t, rel: ident(t.Schema, t.Name), stmts: map[string]*stmt{}}
 	ts.cols = t.SuppliedColumns()
-	for _, c := range ts.cols {
+	for i, c := range ts.cols {
+		ts.all = append(ts.all, i)
 		ts.names = append(ts.names, ident(c.Name))
 		ts.always = append(ts.always, c.Identity == "a")
 		ts.overriding = ts.overriding || c.Identity == "a"
@@ -327,6 +351,10 @@ func (a *Applier) insert(c *chain.Change) error {
 			return changeErr(c, "column %s is marked unchanged in an insert", ts.cols[i].Name)
 		}
 	}
+	if batchable(ts) {
+		a.hold(ts, c, 'I', c.New, nil)
+		return nil
+	}
 	a.keyBuf = append(a.keyBuf[:0], 'I')
 	st := a.statement(ts, false, func() string { return insertSQL(ts) })
 	first := len(a.spans)
@@ -355,9 +383,17 @@ func insertSQL(ts *tableState) string {
 		b.WriteString("$" + strconv.Itoa(i+1))
 	}
 	b.WriteString(")")
+	b.WriteString(conflictSQL(ts))
+	return b.String()
+}
+
+// conflictSQL is an insert's ON CONFLICT clause: an upsert on the arbiter
+// (the judged live key, else the chain's), "" on a keyless table.
+func conflictSQL(ts *tableState) string {
 	if len(ts.keys) == 0 {
-		return b.String()
+		return ""
 	}
+	var b strings.Builder
 	key := ts.keys[0]
 	if ts.arbiter != nil {
 		key = ts.arbiter
@@ -429,6 +465,7 @@ func (a *Applier) update(c *chain.Change) error {
 		return changeErr(c, "no new row image")
 	}
 	if len(ts.keys) == 0 {
+		a.queueTable(ts)
 		return a.keylessUpdate(ts, c)
 	}
 	ki, img, err := ts.rowKey(c)
@@ -436,6 +473,21 @@ func (a *Applier) update(c *chain.Change) error {
 		return err
 	}
 	flags := a.setFlags(ts, c)
+	if batchable(ts) && sameKey(ts.keys[ki], img, c.New) {
+		for _, k := range ts.keys[ki] {
+			flags[k] = false
+		}
+		for _, f := range flags {
+			if f {
+				a.hold(ts, c, 'U', img, flags)
+				return nil
+			}
+		}
+		return nil // it sets only its key, to the same values
+	}
+	if batchable(ts) {
+		a.queueHeld(ts, img, c.New)
+	}
 	a.keyBuf = append(a.keyBuf[:0], 'U', byte(ki), byte(ki>>8))
 	if a.setMask(flags) == 0 {
 		return nil // nothing the target may change
@@ -488,6 +540,7 @@ func (a *Applier) delete(c *chain.Change) error {
 		return err
 	}
 	if len(ts.keys) == 0 {
+		a.queueTable(ts)
 		return a.keylessDelete(ts, c)
 	}
 	if c.OldKind == 0 {
@@ -496,6 +549,10 @@ func (a *Applier) delete(c *chain.Change) error {
 	ki, img, err := ts.rowKey(c)
 	if err != nil {
 		return err
+	}
+	if batchable(ts) {
+		a.hold(ts, c, 'D', img, nil)
+		return nil
 	}
 	key := ts.keys[ki]
 	a.keyBuf = append(a.keyBuf[:0], 'D', byte(ki), byte(ki>>8))
@@ -623,6 +680,7 @@ func (a *Applier) keylessDelete(ts *tableState, c *chain.Change) error {
 }
 
 func (a *Applier) truncate(c *chain.Change) error {
+	a.queueGroups()
 	rels := make([]string, len(c.Tables))
 	for i, name := range c.Tables {
 		ts := a.tables[name]
@@ -654,6 +712,8 @@ func (a *Applier) schema(c *chain.Change) error {
 	if c.Table != "" && c.Table != name {
 		return changeErr(c, "the record names table %s but its definition is of %s", c.Table, name)
 	}
+	a.queueGroups()
+	a.forgetGroup(name)
 	t := *def
 	ts := newTableState(&t)
 	ts.useArbiter(a.arbiters[name])
@@ -813,10 +873,11 @@ func (a *Applier) Flush(ctx context.Context, tx pgx.Tx) error {
 	if a.err != nil {
 		return a.err
 	}
+	a.queueGroups()
 	if len(a.queue) == 0 {
 		return nil
 	}
-	err := a.send(ctx, tx.Conn().PgConn())
+	err := a.sendGuarded(ctx, tx.Conn().PgConn())
 	for i := range a.queue {
 		if a.queue[i].kind == entryPrepare {
 			a.queue[i].st.queued = false
@@ -824,20 +885,94 @@ func (a *Applier) Flush(ctx context.Context, tx pgx.Tx) error {
 	}
 	clear(a.queue) // drop the references to statements
 	a.queue, a.spans, a.arena = a.queue[:0], a.spans[:0], a.arena[:0]
+	a.held, a.heldArena = a.held[:0], a.heldArena[:0]
 	if err != nil {
 		a.err = err
 	}
 	return err
 }
 
+// setSavepoint is the savepoint a flush carrying set statements starts
+// with, so that a failed one can be sent again a row at a time.
+const setSavepoint = "sluice_set"
+
+// sendGuarded sends the queue; when it carries set statements of held
+// rows, inside a savepoint, so that when one fails the flush can be rolled
+// back to it and sent again with each set statement split into its rows
+// (diagnose): the error then names the change that failed, as a statement
+// a change would. The savepoint is released after the flush, one
+// subtransaction a flush.
+func (a *Applier) sendGuarded(ctx context.Context, pc *pgconn.PgConn) error {
+	sets := false
+	for i := range a.queue {
+		sets = sets || a.queue[i].rows > 0
+	}
+	if !sets {
+		return a.send(ctx, pc)
+	}
+	missing := a.missing
+	a.queue = slices.Insert(a.queue, 0, entry{kind: entrySQL, sql: "SAVEPOINT " + setSavepoint, table: "a savepoint"})
+	a.queue = append(a.queue, entry{kind: entrySQL, sql: "RELEASE SAVEPOINT " + setSavepoint, table: "a savepoint"})
+	err := a.send(ctx, pc)
+	if err == nil || a.failedAt < 0 || a.queue[a.failedAt].rows == 0 || !diagnosable(err) {
+		return err
+	}
+	a.missing = missing
+	return a.diagnose(ctx, pc, err)
+}
+
+// diagnosable reports whether a failed flush can be rolled back to its
+// savepoint and sent again: the server refused a statement (a broken
+// connection or a cancelled context is final).
+func diagnosable(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe)
+}
+
+// diagnose rolls the failed flush back to its savepoint and sends it again
+// with every set statement split into one execution a row (one-element
+// arrays), so that the first row that fails is the change the error names.
+// When no row fails, the flush has been applied after all.
+func (a *Applier) diagnose(ctx context.Context, pc *pgconn.PgConn, cause error) error {
+	if err := pc.Exec(ctx, "ROLLBACK TO SAVEPOINT "+setSavepoint+"; RELEASE SAVEPOINT "+setSavepoint).Close(); err != nil {
+		return cause
+	}
+	orig := a.queue
+	a.queue = nil
+	for i := range orig {
+		e := orig[i]
+		switch {
+		case e.kind == entrySQL && e.table == "a savepoint":
+			continue
+		case e.kind == entryPrepare && e.st.ready:
+			continue // prepared before the failure: protocol-level, kept
+		case e.kind == entryDeallocate && i < a.failedAt:
+			continue // done before the failure, and not transactional
+		case e.rows > 0:
+			for _, row := range e.held {
+				one := e
+				one.xid, one.ordinal, one.rows, one.held = row.xid, row.ordinal, 1, nil
+				one.first, one.n = a.arrayParams([]heldRow{row}, int(e.width))
+				a.queue = append(a.queue, one)
+			}
+			continue
+		}
+		a.queue = append(a.queue, e)
+	}
+	err := a.send(ctx, pc)
+	a.queue = orig
+	return err
+}
+
 func (a *Applier) send(ctx context.Context, pc *pgconn.PgConn) error {
+	a.failedAt = -1
 	p := pc.StartPipeline(ctx)
 	for i := range a.queue {
 		e := &a.queue[i]
 		switch e.kind {
 		case entryPrepare:
 			p.SendPrepare(e.st.name, e.st.sql, nil)
-		case entryExec:
+		case entryExec, entryParams:
 			params := a.params[:0]
 			for _, s := range a.spans[e.first : e.first+e.n] {
 				if s.n < 0 {
@@ -847,7 +982,11 @@ func (a *Applier) send(ctx context.Context, pc *pgconn.PgConn) error {
 				}
 			}
 			a.params = params
-			p.SendQueryPrepared(e.st.name, params, nil, nil)
+			if e.kind == entryParams {
+				p.SendQueryParams(e.sql, params, nil, nil, nil)
+			} else {
+				p.SendQueryPrepared(e.st.name, params, nil, nil)
+			}
 		case entrySQL:
 			p.SendQueryParams(e.sql, nil, nil, nil, nil)
 		case entryDeallocate:
@@ -884,8 +1023,11 @@ func (a *Applier) send(ctx context.Context, pc *pgconn.PgConn) error {
 				failed = err
 				break
 			}
-			if e.kind == entryExec && e.st.count && tag.RowsAffected() == 0 {
-				a.missing++
+			if (e.kind == entryExec && e.st.count) || (e.kind == entryParams && e.count) {
+				want := int64(max(e.rows, 1))
+				if got := tag.RowsAffected(); got < want {
+					a.missing += want - got
+				}
 			}
 		}
 		if failed == nil {
@@ -903,8 +1045,12 @@ func (a *Applier) send(ctx context.Context, pc *pgconn.PgConn) error {
 		return nil
 	}
 	if i < len(a.queue) {
+		a.failedAt = i
 		e := &a.queue[i]
 		what := fmt.Sprintf("apply %s to %s (xid %d, change %d)", e.op.String(), e.table, e.xid, e.ordinal)
+		if e.rows > 1 {
+			what = fmt.Sprintf("apply %s of %d rows to %s (from xid %d, change %d)", e.op.String(), e.rows, e.table, e.xid, e.ordinal)
+		}
 		if e.kind == entryPrepare {
 			what = fmt.Sprintf("prepare %s of %s for xid %d, change %d", e.op.String(), e.table, e.xid, e.ordinal)
 		}

@@ -114,22 +114,28 @@ func BenchmarkApply(b *testing.B) {
 	})
 
 	// ApplyIncremental end to end: chunks read from a file store, decoded,
-	// applied and committed (the table is emptied between rounds, untimed).
-	b.Run("incremental", func(b *testing.B) {
-		conn := benchTarget(b)
-		ctx := context.Background()
-		ch, m := writeIncremental(b, recs, 20000)
-		b.ResetTimer()
-		for range b.N {
-			if _, err := ApplyIncremental(ctx, conn, ch, m, benchSchema(), nil); err != nil {
-				b.Fatal(err)
+	// applied and committed (the table is emptied between rounds, untimed),
+	// with row changes held back and sent as set statements, and one
+	// statement a change.
+	for _, mode := range []string{"incremental", "incremental-unbatched"} {
+		b.Run(mode, func(b *testing.B) {
+			batching = mode == "incremental"
+			defer func() { batching = true }()
+			conn := benchTarget(b)
+			ctx := context.Background()
+			ch, m := writeIncremental(b, recs, 20000)
+			b.ResetTimer()
+			for range b.N {
+				if _, err := ApplyIncremental(ctx, conn, ch, m, benchSchema(), nil); err != nil {
+					b.Fatal(err)
+				}
+				b.StopTimer()
+				if _, err := conn.Exec(ctx, "TRUNCATE public.bench"); err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
 			}
-			b.StopTimer()
-			if _, err := conn.Exec(ctx, "TRUNCATE public.bench"); err != nil {
-				b.Fatal(err)
-			}
-			b.StartTimer()
-		}
-		b.ReportMetric(float64(rows)*float64(b.N)/b.Elapsed().Seconds(), "changes/s")
-	})
+			b.ReportMetric(float64(rows)*float64(b.N)/b.Elapsed().Seconds(), "changes/s")
+		})
+	}
 }
