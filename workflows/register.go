@@ -14,5 +14,6 @@ func Register(r worker.Registry, acts *activities.Activities) {
 	r.RegisterWorkflow(RotateWorkflow)
 	r.RegisterWorkflow(IncrementalWorkflow)
 	r.RegisterWorkflow(BrokerWorkflow)
+	r.RegisterWorkflow(VerifyWorkflow)
 	r.RegisterActivity(acts)
 }

@@ -234,3 +234,17 @@ var (
 		"The broker's position names a link that retention has pruned from the chain, so incrementals it still needs are gone; nothing was applied.",
 		"Rebuild the target with --reset-target-data: it restores the chain's newest segment and then tails it. Size retention so that every broker stays inside it (docs/runbook.md, \"Retention\").")
 )
+
+// Verification of a target against its source (`sluice verify`; see
+// docs/runbook.md, "Verify a replica").
+var (
+	VerifyMismatch = register("SLUICE-E-VERIFY-MISMATCH", ExitRuntime,
+		"The source and the target differ: at least one compared table is missing on the target, holds another number of rows, or (at checksum depth) other rows. The output names each table and how it differs.",
+		"A source being written moves between the two snapshots: stop its writes, or stop the producer and compare with --wait-broker STREAM --backup-target URL, then verify again. A difference that stays is real: rebuild the target (sync from-backup run --reset-target-data, or restore), and keep the output for diagnosis.")
+	VerifyBrokerBehind = register("SLUICE-E-VERIFY-BROKER-BEHIND", ExitRefused,
+		"--wait-broker: the broker had not applied the chain's tip within --wait-timeout, or the target holds no position for that stream in that chain, so nothing was compared.",
+		"Check that the broker runs and catches up (`sluice sync from-backup status --stream-id …`) and that --wait-broker and --backup-target name its stream and chain; raise --wait-timeout for a broker far behind, then verify again.")
+	VerifyUnsupported = register("SLUICE-E-VERIFY-UNSUPPORTED", ExitRefused,
+		"The source or the target engine cannot read its tables back in a snapshot, so sluice verify cannot compare it.",
+		"Compare with an engine that can: the postgres source, and postgres, mysql or sqlite targets.")
+)
