@@ -24,14 +24,30 @@ const (
 type rowBatch struct {
 	args     []any
 	rows     int
-	from, to string
+	from, to changeRef
+}
+
+// changeRef names a change in messages, without formatting it until one
+// is needed.
+type changeRef struct {
+	tx      string
+	xid     uint32
+	ordinal uint32
+}
+
+func (r changeRef) String() string {
+	if r.tx != "" {
+		return fmt.Sprintf("transaction %s, change %d", r.tx, r.ordinal)
+	}
+	return fmt.Sprintf("xid %d, change %d", r.xid, r.ordinal)
 }
 
 func (b *rowBatch) add(c *chain.Change) {
+	ref := changeRef{tx: c.Tx, xid: c.XID, ordinal: c.Ordinal}
 	if b.rows == 0 {
-		b.from = fmt.Sprintf("%s, change %d", txName(c), c.Ordinal)
+		b.from = ref
 	}
-	b.to = fmt.Sprintf("%s, change %d", txName(c), c.Ordinal)
+	b.to = ref
 	b.rows++
 }
 
@@ -77,12 +93,16 @@ func batchable(ts *tableState) bool {
 
 // keyText joins the key columns' values of an image into one string.
 func keyText(key []int, img []chain.Value) string {
-	var sb strings.Builder
-	for _, k := range key {
-		fmt.Fprintf(&sb, "%d:", len(img[k].Data))
-		sb.Write(img[k].Data)
+	if len(key) == 1 {
+		return string(img[key[0]].Data)
 	}
-	return sb.String()
+	var b []byte
+	for _, k := range key {
+		b = strconv.AppendInt(b, int64(len(img[k].Data)), 10)
+		b = append(b, ':')
+		b = append(b, img[k].Data...)
+	}
+	return string(b)
 }
 
 // groupOf returns ts's group, making it when missing.
