@@ -74,6 +74,7 @@ type Activities struct {
 	HeartbeatInterval time.Duration
 
 	manifests sync.Map // manifest ID -> *chain.Manifest; IDs are content-derived, so the cache never goes stale
+	layouts   sync.Map // layout ID -> *chain.Layout; content-derived too
 
 	severOnce sync.Once
 	sever     *chain.SeverCache
@@ -233,9 +234,32 @@ func (a *Activities) incrementalAt(ctx context.Context, ch *chain.Chain, id stri
 	if err != nil {
 		return nil, nil, err
 	}
+	if m, err = a.withLayout(ctx, ch, cat, m); err != nil {
+		return nil, nil, err
+	}
 	schema, err := ch.SchemaAt(ctx, cat, m.Parent)
 	if err != nil {
 		return nil, nil, err
 	}
 	return m, schema, nil
+}
+
+// withLayout applies the layout of m's segment, when the catalog names one
+// (a compacted segment): the manifest's chunk references become spans of
+// the layout's merged chunks.
+func (a *Activities) withLayout(ctx context.Context, ch *chain.Chain, cat *chain.Catalog, m *chain.Manifest) (*chain.Manifest, error) {
+	_, si, ok := cat.Find(m.ID)
+	if !ok || m.Kind != chain.KindIncremental || cat.Segments[si].Layout == "" {
+		return m, nil
+	}
+	id := cat.Segments[si].Layout
+	if l, ok := a.layouts.Load(id); ok {
+		return l.(*chain.Layout).Apply(m), nil
+	}
+	l, err := ch.GetLayout(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	a.layouts.Store(id, l)
+	return l.Apply(m), nil
 }

@@ -65,7 +65,7 @@ func (c *cli) root() *cobra.Command {
 	})
 
 	backup := &cobra.Command{Use: "backup", Short: "Write backups into a chain"}
-	backup.AddCommand(c.backupFullCmd(), c.backupIncrementalCmd(), c.backupStreamCmd(), c.verifyChainCmd(), c.pruneCmd())
+	backup.AddCommand(c.backupFullCmd(), c.backupIncrementalCmd(), c.backupStreamCmd(), c.verifyChainCmd(), c.pruneCmd(), c.compactCmd())
 	root.AddCommand(backup, c.restoreCmd(), c.syncCmd(), c.verifyCmd(), c.validateConfigCmd(), c.codecServerCmd())
 	return root
 }

@@ -16,6 +16,8 @@ func TestPruneUsage(t *testing.T) {
 		{"backup", "prune", "--target", dir, "--keep-segments", "-1"},
 		{"backup", "prune", "--keep-segments", "2"},
 		{"backup", "stream", "run", "--source", "postgres://app@db/app", "--target", dir, "--retain-segments", "2"},
+		{"backup", "compact", "--target", dir, "--keep-replaced", "-1s"},
+		{"backup", "compact"},
 	} {
 		code, _, errOut := runCLI(t, args...)
 		if code != errcode.ExitUsage || !strings.Contains(errOut, "SLUICE-E-") {

@@ -131,8 +131,9 @@ catalog, manifest or chunk.`,
 // damaged one is returned as its coded error.
 func verifyEveryChunk(ctx context.Context, ch *chain.Chain, cat *chain.Catalog) (int, error) {
 	n := 0
+	seen := map[string]bool{} // a compacted segment's chunks hold several links
 	for _, l := range cat.Links() {
-		m, err := ch.GetManifest(ctx, l.ID)
+		m, err := ch.LinkManifest(ctx, cat, l.ID)
 		if err != nil {
 			return n, err
 		}
@@ -141,6 +142,10 @@ func verifyEveryChunk(ctx context.Context, ch *chain.Chain, cat *chain.Catalog) 
 			refs = append(refs, t.Chunks...)
 		}
 		for _, ref := range refs {
+			if seen[ref.Key] {
+				continue
+			}
+			seen[ref.Key] = true
 			if _, _, err := ch.ReadChunk(ctx, ref); err != nil {
 				return n, err
 			}

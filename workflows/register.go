@@ -15,5 +15,6 @@ func Register(r worker.Registry, acts *activities.Activities) {
 	r.RegisterWorkflow(IncrementalWorkflow)
 	r.RegisterWorkflow(BrokerWorkflow)
 	r.RegisterWorkflow(VerifyWorkflow)
+	r.RegisterWorkflow(CompactWorkflow)
 	r.RegisterActivity(acts)
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluicehq/sluice/activities"
 	"github.com/sluicehq/sluice/internal/chain"
+	"github.com/sluicehq/sluice/internal/compact"
 	"github.com/sluicehq/sluice/internal/producer"
 	"github.com/sluicehq/sluice/internal/retention"
 )
@@ -75,5 +76,24 @@ func TestProducerWithoutRetentionNeverPrunes(t *testing.T) {
 	env.OnActivity(acts.PruneChain, mock.Anything, mock.Anything).Return(retention.Result{}, nil).Never()
 	env.ExecuteWorkflow(ProducerWorkflow, ProducerInput{ProducerParams: activities.ProducerParams{Store: activities.StoreRef{URL: "file:///c"}}, Rollover: time.Second, RotateAt: 1})
 	require.NoError(t, env.GetWorkflowError())
+	env.AssertExpectations(t)
+}
+
+// A compaction is one activity, its parameters passed through.
+func TestCompactWorkflowRunsOneActivity(t *testing.T) {
+	env, acts := newEnv(t)
+	var got activities.CompactParams
+	env.OnActivity(acts.CompactChain, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, p activities.CompactParams) (compact.Result, error) {
+			got = p
+			return compact.Result{Segments: []compact.Segment{{Index: 0, Generation: 7}}}, nil
+		}).Once()
+	p := activities.CompactParams{Store: activities.StoreRef{URL: "file:///c"}, Smart: true, KeepReplaced: time.Hour}
+	env.ExecuteWorkflow(CompactWorkflow, p)
+	require.NoError(t, env.GetWorkflowError())
+	var res compact.Result
+	require.NoError(t, env.GetWorkflowResult(&res))
+	require.Equal(t, int64(7), res.Segments[0].Generation)
+	require.Equal(t, p, got)
 	env.AssertExpectations(t)
 }

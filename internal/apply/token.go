@@ -121,13 +121,8 @@ func Decode(text, checksum string) (Token, error) {
 	return t, nil
 }
 
-// ChunksDigest identifies an incremental's chunk list: the SHA-256 of its
-// chunks' digests in order.
-func ChunksDigest(m *chain.Manifest) string {
-	h := sha256.New()
-	for _, c := range m.Chunks {
-		h.Write([]byte(c.SHA256))
-		h.Write([]byte{'\n'})
-	}
-	return hex.EncodeToString(h.Sum(nil))
-}
+// ChunksDigest identifies an incremental's records (chain's
+// RecordsDigest): the SHA-256 of its stored chunks' digests in order, kept
+// across a plain compaction that moves the records into merged chunks, and
+// another for records a smart compaction rewrote.
+func ChunksDigest(m *chain.Manifest) string { return m.RecordsDigest() }

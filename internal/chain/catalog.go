@@ -175,9 +175,9 @@ func decodeCatalog(key string, data []byte) (*Catalog, error) {
 	if err := strictUnmarshal(data, &cat); err != nil {
 		return nil, errcode.Wrap(errcode.ManifestInvalid, err, "catalog %s does not parse", key)
 	}
-	if cat.FormatVersion != CatalogFormatVersion {
+	if cat.FormatVersion != CatalogFormatVersion && cat.FormatVersion != CatalogFormatVersionLayouts {
 		return nil, errcode.New(errcode.FormatUnsupported,
-			"catalog %s has format version %d; this sluice reads version %d", key, cat.FormatVersion, CatalogFormatVersion)
+			"catalog %s has format version %d; this sluice reads versions %d and %d", key, cat.FormatVersion, CatalogFormatVersion, CatalogFormatVersionLayouts)
 	}
 	return &cat, nil
 }

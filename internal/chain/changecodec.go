@@ -378,6 +378,9 @@ type ChangeIter struct {
 	oldBuf []Value
 	tables []string
 	err    error
+	// limited iterators (a span of a chunk) stop after left more records.
+	limited bool
+	left    int64
 }
 
 // NewChangeIter returns an iterator over the change records in body.
@@ -389,7 +392,7 @@ func NewChangeIter(body []byte) *ChangeIter {
 
 // Reset points the iterator at a new body, keeping its buffers.
 func (it *ChangeIter) Reset(body []byte) {
-	it.body, it.off, it.prev, it.err = body, 0, changeState{}, nil
+	it.body, it.off, it.prev, it.err, it.limited = body, 0, changeState{}, nil, false
 	it.dict = it.dict[:0]
 	it.c = Change{}
 }
@@ -408,8 +411,11 @@ func (it *ChangeIter) Err() error { return it.err }
 // Next advances to the next record and reports whether there is one. It
 // returns false at the end of the body or on malformed bytes (see Err).
 func (it *ChangeIter) Next() bool {
-	if it.err != nil || it.off >= len(it.body) {
+	if it.err != nil || it.off >= len(it.body) || (it.limited && it.left <= 0) {
 		return false
+	}
+	if it.limited {
+		it.left--
 	}
 	start := it.off
 	n, k := binary.Uvarint(it.body[start:])
@@ -724,5 +730,19 @@ func (c *Chain) ReadChangeChunk(ctx context.Context, ref ChunkRef) (*ChangeIter,
 		return nil, errcode.New(errcode.ChunkCorrupt,
 			"chunk %s holds rows of %s (kind %d), not change records", ref.Key, h.Table, h.Kind)
 	}
-	return NewChangeIter(body), nil
+	it := NewChangeIter(body)
+	if ref.Span != nil {
+		// A span of a compacted chunk: the records before it are decoded
+		// (each is written relative to the one before) and passed over.
+		for i := int64(0); i < ref.Span.Skip; i++ {
+			if !it.Next() {
+				if err := it.Err(); err != nil {
+					return nil, chunkErr(err, ref.Key)
+				}
+				return nil, errcode.New(errcode.ChunkCorrupt, "chunk %s ends before the %d records its span skips", ref.Key, ref.Span.Skip)
+			}
+		}
+		it.limited, it.left = true, ref.Rows
+	}
+	return it, nil
 }

@@ -53,8 +53,8 @@ func GarbageJournalKey(gen int64) string { return fmt.Sprintf("%s%020d.json", ga
 // completed with next's generation and digest, so that a run that dies
 // after the commit leaves a record of what to delete. It returns the
 // completed journal; the caller deletes its objects with FinishJournal. On
-// a coded errcode.CatalogConflict the journal's OnConflict objects and the
-// journal itself are deleted before the error is returned.
+// a coded errcode.CatalogConflict the journal is deleted (its objects are
+// the caller's, to commit again onto a newer generation or to delete).
 func (c *Chain) CommitWithJournal(ctx context.Context, next *Catalog, j GarbageJournal) (GarbageJournal, error) {
 	if next == nil {
 		return j, errors.New("commit catalog: nil catalog")
@@ -79,7 +79,9 @@ func (c *Chain) CommitWithJournal(ctx context.Context, next *Catalog, j GarbageJ
 	}
 	if err := c.CommitCatalog(ctx, next); err != nil {
 		if errcode.Is(err, errcode.CatalogConflict) {
-			_, _ = c.deleteAll(ctx, j.OnConflict)
+			// Left in place, a later sweep would find another writer's
+			// generation under its number and delete OnConflict objects
+			// a retry may commit.
 			_ = c.store.Delete(ctx, key)
 		}
 		return j, err
@@ -199,4 +201,10 @@ func parseJournalKey(key string) (int64, bool) {
 	}
 	gen, err := strconv.ParseInt(s, 10, 64)
 	return gen, err == nil && gen >= 1
+}
+
+// DeleteObjects deletes keys (a run's own objects that no catalog names,
+// after its commit lost), returning how many.
+func (c *Chain) DeleteObjects(ctx context.Context, keys []string) (int, error) {
+	return c.deleteAll(ctx, keys)
 }

@@ -166,7 +166,7 @@ func (c *Chain) SeveredTransactions(ctx context.Context, cat *Catalog, cache *Se
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		f, err := c.severFactsOf(ctx, l.ID, cache)
+		f, err := c.severFactsOf(ctx, cat, l.ID, cache)
 		if err != nil {
 			return nil, err
 		}
@@ -258,12 +258,18 @@ func incompleteFinding(id string, f severFacts) (Finding, bool) {
 }
 
 // severFactsOf returns the facts of incremental id, from cache or by reading
-// its manifest and chunks.
-func (c *Chain) severFactsOf(ctx context.Context, id string, cache *SeverCache) (severFacts, error) {
-	if f, ok := cache.get(id); ok {
+// its manifest and chunks (through its segment's layout when cat names one:
+// a smart compaction's records have facts of their own, so the cache keys
+// on the layout too).
+func (c *Chain) severFactsOf(ctx context.Context, cat *Catalog, id string, cache *SeverCache) (severFacts, error) {
+	key := id
+	if _, si, ok := cat.Find(id); ok && cat.Segments[si].Layout != "" {
+		key = id + "@" + cat.Segments[si].Layout
+	}
+	if f, ok := cache.get(key); ok {
 		return f, nil
 	}
-	m, err := c.GetManifest(ctx, id)
+	m, err := c.LinkManifest(ctx, cat, id)
 	if err != nil {
 		return severFacts{}, err
 	}
@@ -285,7 +291,7 @@ func (c *Chain) severFactsOf(ctx context.Context, id string, cache *SeverCache) 
 		}
 	}
 	if k < 0 {
-		cache.put(id, f)
+		cache.put(key, f)
 		return f, nil
 	}
 	f.records = true
@@ -317,7 +323,7 @@ func (c *Chain) severFactsOf(ctx context.Context, id string, cache *SeverCache) 
 	if !f.committed && head.committed {
 		f.committed, f.lastCommit, f.lastEndLSN = true, head.lastCommit, head.lastEndLSN
 	}
-	cache.put(id, f)
+	cache.put(key, f)
 	return f, nil
 }
 

@@ -291,10 +291,14 @@ func (c *Chain) ReadChunk(ctx context.Context, ref ChunkRef) (ChunkHeader, []byt
 	if err != nil {
 		return ChunkHeader{}, nil, chunkErr(err, ref.Key)
 	}
-	if h.Rows != ref.Rows || h.RawSize != ref.RawSize {
+	rows := ref.Rows
+	if ref.Span != nil {
+		rows = ref.Span.Total
+	}
+	if h.Rows != rows || h.RawSize != ref.RawSize {
 		return ChunkHeader{}, nil, errcode.New(errcode.ChunkCorrupt,
 			"chunk %s: holds %d rows in %d bytes, the manifest records %d rows in %d bytes",
-			ref.Key, h.Rows, h.RawSize, ref.Rows, ref.RawSize)
+			ref.Key, h.Rows, h.RawSize, rows, ref.RawSize)
 	}
 	return h, body, nil
 }

@@ -297,7 +297,7 @@ func TestLoadCatalog(t *testing.T) {
 	load("without HEAD")
 	s.Delete(ctx, CatalogKey(5))
 	s.Delete(ctx, CatalogKey(4))
-	s.set(CatalogKey(4), []byte(`{"format_version":2}`))
+	s.set(CatalogKey(4), []byte(`{"format_version":3}`))
 	if _, err := c.LoadCatalog(ctx); !errcode.Is(err, errcode.FormatUnsupported) {
 		t.Fatalf("future catalog version: %v", err)
 	}

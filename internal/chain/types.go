@@ -8,8 +8,12 @@ import "time"
 
 // Format versions this package writes and reads.
 const (
-	// CatalogFormatVersion is the version of catalog generations.
+	// CatalogFormatVersion is the version of catalog generations a chain
+	// starts with.
 	CatalogFormatVersion = 1
+	// CatalogFormatVersionLayouts is the version of a catalog one of whose
+	// segments names a layout (a compacted segment); a reader takes both.
+	CatalogFormatVersionLayouts = 2
 	// ManifestFormatVersion is the version of manifests this package
 	// writes. Version 2 defines the apply identity as an opaque transaction
 	// ID plus ordinal and orders positions by the source engine; version 1
@@ -56,6 +60,19 @@ type ChunkRef struct {
 	Rows int64 `json:"rows"`
 	// RawSize is the uncompressed body length in bytes.
 	RawSize int64 `json:"raw_size"`
+	// Span, set only on the chunk references of a link whose records a
+	// compacted segment's layout holds (Layout.Apply), restricts the
+	// reference to part of a stored chunk: Rows are the span's records,
+	// the other fields the stored chunk's. It is never stored.
+	Span *ChunkSpan `json:"-"`
+}
+
+// ChunkSpan is the part of a stored change chunk a link's records take.
+type ChunkSpan struct {
+	// Skip is how many records of the chunk come before the span.
+	Skip int64
+	// Total is how many records the stored chunk holds.
+	Total int64
 }
 
 // TableData lists the chunks holding one table's rows in a full.
@@ -103,6 +120,11 @@ type Manifest struct {
 	// ApplyIdentity is true when every change that has one carries its source
 	// transaction ID and ordinal.
 	ApplyIdentity bool `json:"apply_identity,omitempty"`
+
+	// recordsDigest and layout are set on a manifest a layout was applied
+	// to (Layout.Apply); neither is part of the manifest's content.
+	recordsDigest string
+	layout        string
 }
 
 // Link is the catalog's entry for one manifest.
@@ -125,6 +147,9 @@ type Segment struct {
 	Incrementals []Link `json:"incrementals,omitempty"`
 	// Capped is true once a newer segment follows; a capped segment gains no links.
 	Capped bool `json:"capped,omitempty"`
+	// Layout names the layout (layouts/<id>.json) that holds the records
+	// of this compacted segment's incrementals; empty when none does.
+	Layout string `json:"layout,omitempty"`
 }
 
 // Catalog is one generation of the chain's catalog: the whole list of

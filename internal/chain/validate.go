@@ -128,9 +128,9 @@ func ValidateCatalog(cat *Catalog) error {
 	bad := func(format string, args ...any) error {
 		return errcode.New(errcode.ChainInvalid, "catalog generation %d: "+format, append([]any{cat.Generation}, args...)...)
 	}
-	if cat.FormatVersion != CatalogFormatVersion {
-		return errcode.New(errcode.FormatUnsupported, "catalog generation %d has format version %d; this sluice reads version %d",
-			cat.Generation, cat.FormatVersion, CatalogFormatVersion)
+	if cat.FormatVersion != CatalogFormatVersion && cat.FormatVersion != CatalogFormatVersionLayouts {
+		return errcode.New(errcode.FormatUnsupported, "catalog generation %d has format version %d; this sluice reads versions %d and %d",
+			cat.Generation, cat.FormatVersion, CatalogFormatVersion, CatalogFormatVersionLayouts)
 	}
 	if cat.Generation < 1 {
 		return bad("generation must be at least 1")
@@ -167,6 +167,16 @@ func ValidateCatalog(cat *Catalog) error {
 				return bad("%s %s has no end position", name, l.ID)
 			}
 			return nil
+		}
+		if seg.Layout != "" {
+			switch {
+			case cat.FormatVersion < CatalogFormatVersionLayouts:
+				return bad("segment %d names layout %s, which needs catalog format version %d", si, seg.Layout, CatalogFormatVersionLayouts)
+			case !seg.Capped:
+				return bad("segment %d names layout %s but is not capped: only a capped segment is compacted", si, seg.Layout)
+			case !ValidID(seg.Layout):
+				return bad("segment %d: layout %q is not an ID", si, seg.Layout)
+			}
 		}
 		full := &seg.Full
 		name := fmt.Sprintf("segment %d full", si)
@@ -244,12 +254,58 @@ func (c *Chain) VerifyRange(ctx context.Context, cat *Catalog, after, through st
 	if to < from-1 {
 		return errcode.New(errcode.ChainInvalid, "link %s comes before link %s in the chain", through, after)
 	}
+	checked := map[string]bool{}
 	for _, l := range links[from : to+1] {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
 		if err := c.verifyLink(ctx, cat, l); err != nil {
 			return err
+		}
+		if _, si, _ := cat.Find(l.ID); cat.Segments[si].Layout != "" && !checked[cat.Segments[si].Layout] {
+			checked[cat.Segments[si].Layout] = true
+			if err := c.verifyLayout(ctx, cat.Segments[si]); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// verifyLayout reads a compacted segment's layout and checks it against
+// the segment: it names the segment's full, places only the segment's
+// incrementals, and those whose records it moved unchanged hold as many
+// records as their manifests say, under the manifests' own digests.
+func (c *Chain) verifyLayout(ctx context.Context, seg Segment) error {
+	l, err := c.GetLayout(ctx, seg.Layout)
+	if err != nil {
+		return err
+	}
+	if l.Segment != seg.Full.ID {
+		return errcode.New(errcode.ChainInvalid, "layout %s is of segment %s, the catalog names it for segment %s", l.ID, l.Segment, seg.Full.ID)
+	}
+	incs := map[string]bool{}
+	for _, inc := range seg.Incrementals {
+		incs[inc.ID] = true
+	}
+	for _, ll := range l.Links {
+		if !incs[ll.ID] {
+			return errcode.New(errcode.ChainInvalid, "layout %s places %s, which is no incremental of segment %s", l.ID, ll.ID, seg.Full.ID)
+		}
+		if ll.Rewritten {
+			continue
+		}
+		m, err := c.GetManifest(ctx, ll.ID)
+		if err != nil {
+			return err
+		}
+		var records int64
+		for _, r := range m.Chunks {
+			records += r.Rows
+		}
+		if records != ll.Records || m.RecordsDigest() != ll.Digest {
+			return errcode.New(errcode.ChainInvalid, "layout %s moves %d records of %s under digest %s; its manifest holds %d under %s",
+				l.ID, ll.Records, ll.ID, ll.Digest, records, m.RecordsDigest())
 		}
 	}
 	return nil

@@ -56,7 +56,7 @@ func TestValidateCatalogCatchesBrokenLinks(t *testing.T) {
 		})
 	}
 	ver := good.Next()
-	ver.FormatVersion = 2
+	ver.FormatVersion = 3
 	if err := ValidateCatalog(ver); !errcode.Is(err, errcode.FormatUnsupported) {
 		t.Fatalf("version: %v", err)
 	}

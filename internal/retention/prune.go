@@ -128,6 +128,19 @@ func objectsOf(ctx context.Context, ch *chain.Chain, cat *chain.Catalog, n int) 
 	var keys []string
 	var bytes int64
 	for _, s := range cat.Segments[:n] {
+		if s.Layout != "" {
+			l, err := ch.GetLayout(ctx, s.Layout)
+			if err != nil && !errors.Is(err, blobstore.ErrNotFound) {
+				return nil, 0, err
+			}
+			if l != nil {
+				for _, ref := range l.Chunks {
+					keys = append(keys, ref.Key)
+					bytes += ref.Size
+				}
+			}
+			keys = append(keys, chain.LayoutKey(s.Layout))
+		}
 		for _, l := range append([]chain.Link{s.Full}, s.Incrementals...) {
 			m, err := ch.GetManifest(ctx, l.ID)
 			if err != nil {
@@ -139,9 +152,13 @@ func objectsOf(ctx context.Context, ch *chain.Chain, cat *chain.Catalog, n int) 
 				}
 				return nil, 0, err
 			}
+			// A compacted segment's incrementals name chunks the layout
+			// replaced (gone already, or left for the compaction's journal).
 			for _, ref := range m.AllChunks() {
 				keys = append(keys, ref.Key)
-				bytes += ref.Size
+				if s.Layout == "" || m.Kind != chain.KindIncremental {
+					bytes += ref.Size
+				}
 			}
 			keys = append(keys, chain.ManifestKey(l.ID))
 		}
