@@ -114,6 +114,10 @@ func Decide(cat *chain.Catalog, positions []chain.BrokerPosition, policy Policy,
 	for _, p := range positions {
 		b := Broker{BrokerPosition: p, Needs: n}
 		switch {
+		case p.LastApplied == "":
+			// A report that does not parse holds everything: what that
+			// broker needs is unknown.
+			b.Needs = 0
 		case p.ChainID != "" && p.ChainID != cat.ChainID:
 			b.OtherChain = true
 		default:

@@ -265,6 +265,17 @@ func TestPruneHeldByABroker(t *testing.T) {
 		t.Fatal("the refused prune committed")
 	}
 
+	// A report that does not parse holds every segment.
+	if err := ch.Store().Put(ctx, chain.BrokerPositionKey("damaged"), []byte("{not json")); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := Prune(ctx, ch, Options{Policy: Policy{KeepSegments: 2}, Now: now}); err != nil || len(res.Drop) != 0 {
+		t.Fatalf("with a damaged report: %+v, %v; want nothing dropped", res, err)
+	}
+	if err := ch.DeleteBrokerPosition(ctx, "damaged"); err != nil {
+		t.Fatal(err)
+	}
+
 	// As the producer's policy: what no broker needs goes, the rest stays.
 	res, err := Prune(ctx, ch, Options{Policy: Policy{KeepSegments: 2}, Now: now})
 	if err != nil || len(res.Drop) != 1 || len(res.Held) != 1 || res.Held[0].Stream != "lagging" {
