@@ -1,6 +1,9 @@
 package chain
 
-import "slices"
+import (
+	"slices"
+	"strconv"
+)
 
 // SuppliedColumns are the columns row images carry: every column that is
 // not generated, in table order.
@@ -81,4 +84,31 @@ func KeyImage(c *Change, keys [][]int) (ki int, img []Value, ok bool) {
 		}
 	}
 	return 0, img, false
+}
+
+// KeyText joins the values of an image's key columns into one string that
+// two images share exactly when they name the same key (a one-column key is
+// its value; each value of a longer one is prefixed by its length).
+func KeyText(key []int, img []Value) string {
+	if len(key) == 1 {
+		return string(img[key[0]].Data)
+	}
+	var b []byte
+	for _, k := range key {
+		b = strconv.AppendInt(b, int64(len(img[k].Data)), 10)
+		b = append(b, ':')
+		b = append(b, img[k].Data...)
+	}
+	return string(b)
+}
+
+// SameKey reports whether an update's new image keeps the key its old
+// image (img) names: every key column carried by both, with one value.
+func SameKey(key []int, img, next []Value) bool {
+	for _, k := range key {
+		if k >= len(next) || next[k].Kind != ValueText || img[k].Kind != ValueText || string(next[k].Data) != string(img[k].Data) {
+			return false
+		}
+	}
+	return true
 }

@@ -359,7 +359,7 @@ func (a *applier) update(ctx context.Context, q execer, c *chain.Change) error {
 	if err != nil {
 		return err
 	}
-	if batchable(ts) && sameKey(ts.keys[ki], img, c.New) {
+	if batchable(ts) && chain.SameKey(ts.keys[ki], img, c.New) {
 		return a.holdUpdate(ctx, q, ts, c, img)
 	}
 	if err := a.flushHeld(ctx, q, ts, img, c.New); err != nil {
@@ -459,13 +459,13 @@ func (a *applier) flushHeld(ctx context.Context, q execer, ts *tableState, img, 
 		return nil
 	}
 	key := ts.keys[0]
-	held := a.holding(ts, keyText(key, img))
+	held := a.holding(ts, chain.KeyText(key, img))
 	if !held && len(next) == len(ts.cols) {
 		carried := true
 		for _, k := range key {
 			carried = carried && next[k].Kind == chain.ValueText
 		}
-		held = carried && a.holding(ts, keyText(key, next))
+		held = carried && a.holding(ts, chain.KeyText(key, next))
 	}
 	if !held {
 		return nil

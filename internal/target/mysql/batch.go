@@ -91,20 +91,6 @@ func batchable(ts *tableState) bool {
 	return !ts.guarded && len(ts.keys) <= 1
 }
 
-// keyText joins the key columns' values of an image into one string.
-func keyText(key []int, img []chain.Value) string {
-	if len(key) == 1 {
-		return string(img[key[0]].Data)
-	}
-	var b []byte
-	for _, k := range key {
-		b = strconv.AppendInt(b, int64(len(img[k].Data)), 10)
-		b = append(b, ':')
-		b = append(b, img[k].Data...)
-	}
-	return string(b)
-}
-
 // groupOf returns ts's group, making it when missing.
 func (a *applier) groupOf(ts *tableState) *group {
 	for _, g := range a.groups {
@@ -133,7 +119,7 @@ func (a *applier) holding(ts *tableState, k string) bool {
 func (a *applier) hold(ctx context.Context, q execer, ts *tableState, c *chain.Change, kind byte, img []chain.Value) error {
 	k := ""
 	if len(ts.keys) == 1 {
-		k = keyText(ts.keys[0], img)
+		k = chain.KeyText(ts.keys[0], img)
 		if a.holding(ts, k) {
 			if err := a.flushTable(ctx, q, ts); err != nil {
 				return err
@@ -266,23 +252,12 @@ func deleteInSQL(ts *tableState, key []int, n int) string {
 	return "DELETE FROM " + ts.rel + " WHERE " + lhs + " IN (" + strings.TrimSuffix(strings.Repeat(one+", ", n), ", ") + ")"
 }
 
-// sameKey reports whether an update's new image keeps the key its old
-// image (img) names: every key column carried, with the same value.
-func sameKey(key []int, img, next []chain.Value) bool {
-	for _, k := range key {
-		if k >= len(next) || next[k].Kind != chain.ValueText || img[k].Kind != chain.ValueText || string(next[k].Data) != string(img[k].Data) {
-			return false
-		}
-	}
-	return true
-}
-
 // holdUpdate adds an update that keeps its row's key to ts's group, in
 // the batch of the updates setting the same columns: its key values, then
 // the values it sets.
 func (a *applier) holdUpdate(ctx context.Context, q execer, ts *tableState, c *chain.Change, img []chain.Value) error {
 	key := ts.keys[0]
-	k := keyText(key, img)
+	k := chain.KeyText(key, img)
 	if a.holding(ts, k) {
 		if err := a.flushTable(ctx, q, ts); err != nil {
 			return err

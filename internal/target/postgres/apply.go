@@ -473,7 +473,7 @@ func (a *Applier) update(c *chain.Change) error {
 		return err
 	}
 	flags := a.setFlags(ts, c)
-	if batchable(ts) && sameKey(ts.keys[ki], img, c.New) {
+	if batchable(ts) && chain.SameKey(ts.keys[ki], img, c.New) {
 		for _, k := range ts.keys[ki] {
 			flags[k] = false
 		}

@@ -129,28 +129,6 @@ func uniqueIndexes(t *chain.Table) int {
 	return n
 }
 
-// keyText joins the key columns' values of an image into one string.
-func keyText(key []int, img []chain.Value) string {
-	var sb strings.Builder
-	for _, k := range key {
-		sb.WriteString(strconv.Itoa(len(img[k].Data)))
-		sb.WriteByte(':')
-		sb.Write(img[k].Data)
-	}
-	return sb.String()
-}
-
-// sameKey reports whether an update's new image keeps the key its old
-// image (img) names.
-func sameKey(key []int, img, next []chain.Value) bool {
-	for _, k := range key {
-		if k >= len(next) || next[k].Kind != chain.ValueText || img[k].Kind != chain.ValueText || string(next[k].Data) != string(img[k].Data) {
-			return false
-		}
-	}
-	return true
-}
-
 // groupOf returns ts's group, making it when missing.
 func (a *Applier) groupOf(ts *tableState) *group {
 	for _, g := range a.groups {
@@ -179,7 +157,7 @@ func (a *Applier) holding(ts *tableState, k string) bool {
 func (a *Applier) hold(ts *tableState, c *chain.Change, kind byte, img []chain.Value, set []bool) {
 	k := ""
 	if len(ts.keys) == 1 {
-		k = keyText(ts.keys[0], img)
+		k = chain.KeyText(ts.keys[0], img)
 		if a.holding(ts, k) {
 			a.queueTable(ts)
 		}
@@ -387,13 +365,13 @@ func (a *Applier) queueHeld(ts *tableState, img, next []chain.Value) {
 		return
 	}
 	key := ts.keys[0]
-	held := a.holding(ts, keyText(key, img))
+	held := a.holding(ts, chain.KeyText(key, img))
 	if !held && len(next) == len(ts.cols) {
 		carried := true
 		for _, k := range key {
 			carried = carried && next[k].Kind == chain.ValueText
 		}
-		held = carried && a.holding(ts, keyText(key, next))
+		held = carried && a.holding(ts, chain.KeyText(key, next))
 	}
 	if held {
 		a.queueTable(ts)
