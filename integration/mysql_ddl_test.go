@@ -101,61 +101,8 @@ func TestMariaDBImplicitCommitSurvivesSIGKILL(t *testing.T) {
 	}
 }
 
-// mysqlRows runs a query on MariaDB and returns each row's columns joined
-// by "|", NULL as "NULL".
+// mysqlRows runs a query on MariaDB (testenv.SQLRows).
 func mysqlRows(t *testing.T, db *sql.DB, query string) []string {
 	t.Helper()
-	r, err := db.Query(query)
-	if err != nil {
-		t.Fatalf("%s: %v", query, err)
-	}
-	defer r.Close()
-	cols, err := r.Columns()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	for r.Next() {
-		vals := make([]sql.NullString, len(cols))
-		ptrs := make([]any, len(cols))
-		for i := range vals {
-			ptrs[i] = &vals[i]
-		}
-		if err := r.Scan(ptrs...); err != nil {
-			t.Fatal(err)
-		}
-		parts := make([]string, len(vals))
-		for i, v := range vals {
-			parts[i] = "NULL"
-			if v.Valid {
-				parts[i] = v.String
-			}
-		}
-		out = append(out, strings.Join(parts, "|"))
-	}
-	if err := r.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
-
-// A value MariaDB cannot hold (a numeric NaN) stops the broker with the
-// value refusal, exit 3, naming the table and column, and nothing of its
-// transaction is written.
-func TestMariaDBBrokerRefusesAValueItCannotHold(t *testing.T) {
-	src := testenv.CreateDB(t, "mynan")
-	testenv.Exec(t, src, `CREATE TABLE m (id int PRIMARY KEY, n numeric)`)
-	chainURL := fileChain(t)
-	mustSluice(t, "backup", "full", "--source", testenv.DSN(src), "--target", chainURL, "--chain-slot")
-	full := lastIncremental(t, chainURL, nil)
-	appendIncremental(t, chainURL, "public.m", [][]string{{"1", "1.5"}, {"2", "NaN"}}, true, 98)
-	db := testenv.CreateMySQLDB(t, "mynan")
-	mustSluice(t, "restore", "--backup-target", chainURL, "--target-driver", "mysql", "--target", testenv.MySQLDSN(db), "--through", full)
-	stream := fmt.Sprintf("mynan-%d", time.Now().UnixNano()%1e6)
-	r := sluice(t, "sync", "from-backup", "run", "--backup-target", chainURL, "--target-driver", "mysql", "--target", testenv.MySQLDSN(db),
-		"--stream-id", stream, "--poll-interval", "300ms", "--at-chain-id", full)
-	requireRefusal(t, r, "SLUICE-E-TARGET-VALUE-REFUSED", "public.m", "column n", "NaN")
-	if got := mysqlRows(t, testenv.MySQL(t, db), "SELECT COUNT(*) FROM m"); got[0] != "0" {
-		t.Fatalf("the refused transaction left %s rows", got[0])
-	}
+	return testenv.SQLRows(t, db, query)
 }

@@ -3,16 +3,15 @@ package sqlite
 import (
 	"context"
 	"encoding/binary"
-	"fmt"
 	"math"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/sluicehq/sluice/internal/chain"
 	"github.com/sluicehq/sluice/internal/chain/chaintest"
 	"github.com/sluicehq/sluice/internal/errcode"
 	"github.com/sluicehq/sluice/internal/target"
+	"github.com/sluicehq/sluice/internal/testenv"
 )
 
 // openTarget opens a target on a new database file of t.
@@ -26,55 +25,16 @@ func openTarget(t testing.TB) *Target {
 	return tg
 }
 
-// rows runs a query and returns each row's columns joined by "|", NULL as
-// "NULL".
+// rows runs a query on the target's file (testenv.SQLRows).
 func rows(t testing.TB, tg *Target, query string, args ...any) []string {
 	t.Helper()
-	r, err := tg.db.QueryContext(context.Background(), query, args...)
-	if err != nil {
-		t.Fatalf("%s: %v", query, err)
-	}
-	defer r.Close()
-	cols, err := r.Columns()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	for r.Next() {
-		vals := make([]any, len(cols))
-		ptrs := make([]any, len(cols))
-		for i := range vals {
-			ptrs[i] = &vals[i]
-		}
-		if err := r.Scan(ptrs...); err != nil {
-			t.Fatal(err)
-		}
-		parts := make([]string, len(vals))
-		for i, v := range vals {
-			switch x := v.(type) {
-			case nil:
-				parts[i] = "NULL"
-			case []byte:
-				parts[i] = string(x)
-			default:
-				parts[i] = fmt.Sprint(x)
-			}
-		}
-		out = append(out, strings.Join(parts, "|"))
-	}
-	if err := r.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return out
+	return testenv.SQLRows(t, tg.db, query, args...)
 }
 
 // wantRows fails unless query returns exactly want.
 func wantRows(t testing.TB, tg *Target, query string, want ...string) {
 	t.Helper()
-	got := rows(t, tg, query)
-	if strings.Join(got, "\n") != strings.Join(want, "\n") {
-		t.Fatalf("%s:\n got %q\nwant %q", query, got, want)
-	}
+	testenv.WantSQLRows(t, tg.db, query, want...)
 }
 
 // wantCode fails unless err carries code.
