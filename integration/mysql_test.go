@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand"
 	"strings"
 	"testing"
 	"time"
@@ -16,7 +15,6 @@ import (
 	mysqltarget "github.com/sluicehq/sluice/internal/target/mysql"
 	"github.com/sluicehq/sluice/internal/testenv"
 	"github.com/sluicehq/sluice/internal/value"
-	"github.com/sluicehq/sluice/workflows"
 )
 
 // PostgreSQL → MariaDB end to end, with one apply lane and with four: the
@@ -85,50 +83,13 @@ func mariaDBSurvivesWorkerKills(t *testing.T, name string, concurrency, steps, b
 	done := make(chan error, 1)
 	go func() { done <- wl.run(ctx, t) }()
 
-	cl := temporalClient(t)
-	defer cl.Close()
-	rng := rand.New(rand.NewSource(time.Now().UnixNano()))
-	kills := 0
-	midApply := 0
-	for finished := false; !finished || kills < 8; kills++ {
-		// Give the run time to apply, then kill as soon as it is seen inside
-		// an incremental, or at a random moment a little later.
-		time.Sleep(time.Duration(500+rng.Intn(1000)) * time.Millisecond)
-		deadline := time.Now().Add(time.Duration(500+rng.Intn(1500)) * time.Millisecond)
-		var st workflows.BrokerStatus
-		for time.Now().Before(deadline) {
-			st, _ = brokerStatus(t, cl, stream) // queries need a live worker: ask before the kill
-			if st.Applying != "" {
-				midApply++
-				break
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-		worker.kill()
-		t.Logf("kill %d at workload step %d: broker last applied %s, applying %s, %d changes", kills+1, wl.progress(), short(st.LastApplied), short(st.Applying), st.ChangesApplied)
-		// The killed run's activity would wait out its heartbeat timeout:
-		// end the run and start the broker again (a warm resume), as an
-		// operator would; fencing keeps a zombie of the old run out.
-		_ = cl.TerminateWorkflow(context.Background(), "broker/"+stream, "", "crash test")
-		worker.restart()
-		if kills > 0 || st.LastApplied != "" {
-			run()
-		} else {
+	kills, midApply := killWhileApplying(t, worker, stream, wl, done, 8, func(reset bool) {
+		if reset {
 			run("--reset-target-data", "--yes") // killed before the reset recorded a position
+			return
 		}
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Fatal(err)
-			}
-			finished = true
-		default:
-		}
-		if kills > 40 {
-			t.Fatal("the workload did not finish")
-		}
-	}
-	t.Logf("%d of %d kills landed inside an incremental", midApply, kills)
+		run()
+	})
 	if midApply == 0 {
 		t.Fatalf("none of %d kills landed inside an incremental: the test did not test what it claims", kills)
 	}

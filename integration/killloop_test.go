@@ -1,0 +1,59 @@
+package integration
+
+import (
+	"context"
+	"math/rand"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/workflows"
+)
+
+// killWhileApplying SIGKILLs the broker's worker again and again while a
+// workload runs, at least minKills times and until done reports the
+// workload finished: each time it waits a little, kills as soon as the
+// broker is seen inside an incremental (or at a random moment a little
+// later), ends the killed run and starts the broker again with run (a warm
+// resume; reset is true when the kill came before the first reset recorded
+// a position). It returns how many kills there were and how many landed
+// inside an incremental.
+func killWhileApplying(t *testing.T, worker *ownedWorker, stream string, wl *workload, done <-chan error, minKills int, run func(reset bool)) (kills, midApply int) {
+	t.Helper()
+	cl := temporalClient(t)
+	defer cl.Close()
+	rng := rand.New(rand.NewSource(time.Now().UnixNano()))
+	for finished := false; !finished || kills < minKills; kills++ {
+		time.Sleep(time.Duration(500+rng.Intn(1000)) * time.Millisecond)
+		deadline := time.Now().Add(time.Duration(500+rng.Intn(1500)) * time.Millisecond)
+		var st workflows.BrokerStatus
+		for time.Now().Before(deadline) {
+			st, _ = brokerStatus(t, cl, stream) // queries need a live worker: ask before the kill
+			if st.Applying != "" {
+				midApply++
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		worker.kill()
+		t.Logf("kill %d at workload step %d: broker last applied %s, applying %s, %d changes", kills+1, wl.progress(), short(st.LastApplied), short(st.Applying), st.ChangesApplied)
+		// The killed run's activity would wait out its heartbeat timeout:
+		// end the run and start the broker again, as an operator would;
+		// fencing keeps a zombie of the old run out.
+		_ = cl.TerminateWorkflow(context.Background(), "broker/"+stream, "", "crash test")
+		worker.restart()
+		run(kills == 0 && st.LastApplied == "")
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+			finished = true
+		default:
+		}
+		if kills > 40 {
+			t.Fatal("the workload did not finish")
+		}
+	}
+	t.Logf("%d of %d kills landed inside an incremental", midApply, kills)
+	return kills, midApply
+}
