@@ -93,3 +93,17 @@ func splitQualified(text string) (schema, name string, ok bool) {
 	}
 	return parts[0], parts[1], true
 }
+
+// Table returns the table of s with that qualified name ("schema.name"),
+// or nil (also when s is nil).
+func (s *Schema) Table(qualified string) *Table {
+	if s == nil {
+		return nil
+	}
+	for i := range s.Tables {
+		if s.Tables[i].QualifiedName() == qualified {
+			return &s.Tables[i]
+		}
+	}
+	return nil
+}

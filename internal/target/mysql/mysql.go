@@ -20,7 +20,6 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
-	"github.com/sluicehq/sluice/internal/chain"
 	"github.com/sluicehq/sluice/internal/errcode"
 	"github.com/sluicehq/sluice/internal/target"
 )
@@ -253,19 +252,6 @@ func (t *Target) State() target.StateStore { return stateStore{t: t} }
 func (t *Target) Close(context.Context) error {
 	if err := t.db.Close(); err != nil {
 		return fmt.Errorf("close MySQL target %s: %w", t.name, err)
-	}
-	return nil
-}
-
-// findTable returns the table of s with that qualified name, or nil.
-func findTable(s *chain.Schema, qualified string) *chain.Table {
-	if s == nil {
-		return nil
-	}
-	for i := range s.Tables {
-		if s.Tables[i].QualifiedName() == qualified {
-			return &s.Tables[i]
-		}
 	}
 	return nil
 }

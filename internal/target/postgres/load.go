@@ -21,7 +21,7 @@ type LoadProgress = target.LoadProgress
 // COPY, primary key, indexes, sequence values. A retried load therefore
 // starts from scratch and never doubles a row. It returns the rows loaded.
 func LoadTable(ctx context.Context, conn *pgx.Conn, ch *chain.Chain, s *chain.Schema, td chain.TableData, progress LoadProgress) (int64, error) {
-	t := findTable(s, td.Table)
+	t := s.Table(td.Table)
 	if t == nil {
 		return 0, fmt.Errorf("table %s has data in the manifest but no recorded schema", td.Table)
 	}
@@ -52,15 +52,6 @@ func LoadTable(ctx context.Context, conn *pgx.Conn, ch *chain.Chain, s *chain.Sc
 		return 0, classify(err, "commit load of "+td.Table)
 	}
 	return rows, nil
-}
-
-func findTable(s *chain.Schema, qualified string) *chain.Table {
-	for i := range s.Tables {
-		if s.Tables[i].QualifiedName() == qualified {
-			return &s.Tables[i]
-		}
-	}
-	return nil
 }
 
 func suppliedColumns(t *chain.Table) []chain.Column { return t.SuppliedColumns() }

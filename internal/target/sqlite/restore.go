@@ -88,7 +88,7 @@ func (t *Target) Prepare(ctx context.Context, s *chain.Schema, replace bool) err
 // BEGIN IMMEDIATE transaction (drop, create, insert), so a retried load
 // starts from scratch and never doubles a row. It returns the rows loaded.
 func (t *Target) LoadTable(ctx context.Context, ch *chain.Chain, s *chain.Schema, td chain.TableData, progress target.LoadProgress) (int64, error) {
-	tb := findTable(s, td.Table)
+	tb := s.Table(td.Table)
 	if tb == nil {
 		return 0, fmt.Errorf("table %s has data in the manifest but no recorded schema", td.Table)
 	}

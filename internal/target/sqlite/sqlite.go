@@ -15,7 +15,6 @@ import (
 
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
 
-	"github.com/sluicehq/sluice/internal/chain"
 	"github.com/sluicehq/sluice/internal/errcode"
 	"github.com/sluicehq/sluice/internal/target"
 )
@@ -140,19 +139,6 @@ func (t *Target) State() target.StateStore { return stateStore{db: t.db} }
 func (t *Target) Close(context.Context) error {
 	if err := t.db.Close(); err != nil {
 		return fmt.Errorf("close SQLite target %s: %w", t.path, err)
-	}
-	return nil
-}
-
-// findTable returns the table of s with that qualified name, or nil.
-func findTable(s *chain.Schema, qualified string) *chain.Table {
-	if s == nil {
-		return nil
-	}
-	for i := range s.Tables {
-		if s.Tables[i].QualifiedName() == qualified {
-			return &s.Tables[i]
-		}
 	}
 	return nil
 }
