@@ -60,8 +60,8 @@ func newInfileLoader(ctx context.Context, conn *sql.Conn, table, name string, co
 	return l
 }
 
-// add renders one tuple as a line of the stream.
-func (l *infileLoader) add(_ context.Context, values [][]byte) error {
+// Add renders one tuple as a line of the stream.
+func (l *infileLoader) Add(_ context.Context, values [][]byte) error {
 	for i := range l.cols {
 		c := &l.cols[i]
 		if i > 0 {
@@ -89,9 +89,9 @@ func (l *infileLoader) send() error {
 	return nil
 }
 
-// flush ends the stream, waits for the statement and refuses the load
+// Flush ends the stream, waits for the statement and refuses the load
 // when the server warned of any value.
-func (l *infileLoader) flush(ctx context.Context) error {
+func (l *infileLoader) Flush(ctx context.Context) error {
 	if len(l.buf) > 0 {
 		if err := l.send(); err != nil {
 			return err
@@ -145,7 +145,8 @@ func (l *infileLoader) warnings() error {
 	return nil
 }
 
-func (l *infileLoader) close() {
+// Close ends a stream the load gave up on.
+func (l *infileLoader) Close() {
 	if !l.ended {
 		_ = l.finish(io.ErrClosedPipe)
 	}

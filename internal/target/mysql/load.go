@@ -3,7 +3,6 @@ package mysql
 import (
 	"context"
 	"database/sql"
-	"strings"
 
 	"github.com/sluicehq/sluice/internal/chain"
 	"github.com/sluicehq/sluice/internal/target"
@@ -33,12 +32,12 @@ func loadChunks(ctx context.Context, conn *sql.Conn, ch *chain.Chain, s *chain.S
 	} else {
 		ins = newInserter(conn, td.Table, tableName(tb), cols)
 	}
-	defer ins.close()
-	total, err := sqlkit.LoadRows(ctx, ch, td, len(cols), func(values [][]byte) error { return ins.add(ctx, values) }, progress)
+	defer ins.Close()
+	total, err := sqlkit.LoadRows(ctx, ch, td, len(cols), func(values [][]byte) error { return ins.Add(ctx, values) }, progress)
 	if err != nil {
 		return 0, err
 	}
-	if err := ins.flush(ctx); err != nil {
+	if err := ins.Flush(ctx); err != nil {
 		return 0, err
 	}
 	return total, nil
@@ -48,93 +47,29 @@ func loadChunks(ctx context.Context, conn *sql.Conn, ch *chain.Chain, s *chain.S
 // stream where the server allows it (infileLoader), multi-row INSERTs
 // otherwise (inserter).
 type rowSink interface {
-	add(ctx context.Context, values [][]byte) error
-	flush(ctx context.Context) error
-	close()
+	Add(ctx context.Context, values [][]byte) error
+	Flush(ctx context.Context) error
+	Close()
 }
 
 // forceInsertLoad makes every load use multi-row INSERTs (the benchmark
 // compares both ways).
 var forceInsertLoad bool
 
-// inserter batches rows into multi-row INSERT statements: a prepared one
-// of full batches, and one for the rows left when a batch is sent early.
-type inserter struct {
-	conn    *sql.Conn
-	table   string // the recorded name, for messages
-	rel     string // the quoted MySQL name
-	cols    []column
-	perStmt int
-	full    *sql.Stmt
-	args    []any
-	pending int
-	bytes   int
-}
-
-func newInserter(conn *sql.Conn, table, name string, cols []column) *inserter {
-	per := min(loadBatchRows, maxPlaceholders/max(len(cols), 1))
-	return &inserter{conn: conn, table: table, rel: quoteIdent(name), cols: cols, perStmt: per, args: make([]any, per*len(cols))}
-}
-
-// insertSQL is an INSERT of rows rows of every stored column.
-func (in *inserter) insertSQL(rows int) string {
-	names := make([]string, len(in.cols))
-	for i, c := range in.cols {
+// newInserter returns the multi-row INSERT loader of one table.
+func newInserter(conn *sql.Conn, table, name string, cols []column) *sqlkit.Inserter {
+	names := make([]string, len(cols))
+	for i, c := range cols {
 		names[i] = c.quoted
 	}
-	one := "(" + strings.TrimSuffix(strings.Repeat("?, ", len(in.cols)), ", ") + ")"
-	return "INSERT INTO " + in.rel + " (" + strings.Join(names, ", ") + ") VALUES " + strings.TrimSuffix(strings.Repeat(one+", ", rows), ", ")
-}
-
-// add decodes one tuple into the batch, sending the batch when it is full.
-func (in *inserter) add(ctx context.Context, values [][]byte) error {
-	base := in.pending * len(in.cols)
-	for i := range in.cols {
-		c := &in.cols[i]
-		arg, err := c.FromChunk(values[i])
-		if err != nil {
-			return refuseValue(in.table, c, err)
-		}
-		in.args[base+i] = arg
-		in.bytes += len(values[i]) + 8
-	}
-	in.pending++
-	if in.pending == in.perStmt || in.bytes >= loadBatchBytes {
-		return in.flush(ctx)
-	}
-	return nil
-}
-
-// flush inserts the rows batched so far.
-func (in *inserter) flush(ctx context.Context) error {
-	if in.pending == 0 {
-		return nil
-	}
-	st := in.full
-	if in.pending < in.perStmt || st == nil {
-		var err error
-		st, err = in.conn.PrepareContext(ctx, in.insertSQL(in.pending))
-		if err != nil {
-			return classify(err, "prepare the insert into "+in.table)
-		}
-		if in.pending == in.perStmt {
-			in.full = st
-		} else {
-			defer st.Close()
-		}
-	}
-	args := in.args[:in.pending*len(in.cols)]
-	_, err := st.ExecContext(ctx, args...)
-	clear(args) // drop the references to the chunk's bytes
-	in.pending, in.bytes = 0, 0
-	if err != nil {
-		return classify(err, "insert into "+in.table)
-	}
-	return nil
-}
-
-func (in *inserter) close() {
-	if in.full != nil {
-		in.full.Close()
-	}
+	in := sqlkit.NewInserter(conn, sqlkit.InserterConfig{Table: table, Rel: quoteIdent(name), Columns: names,
+		Rows: loadBatchRows, MaxParams: maxPlaceholders, MaxBytes: loadBatchBytes, Classify: classify,
+		Decode: func(i int, data []byte) (any, error) {
+			arg, err := cols[i].FromChunk(data)
+			if err != nil {
+				return nil, refuseValue(table, &cols[i], err)
+			}
+			return arg, nil
+		}})
+	return in
 }

@@ -87,8 +87,18 @@ func restoreRows(t *testing.T, tg *Target, s *chain.Schema, rows [][][]byte) {
 }
 
 // A full's row of every kind loads into the documented MySQL types and
-// reads back, through its kind, as the value the source recorded.
+// reads back, through its kind, as the value the source recorded, through
+// LOAD DATA LOCAL INFILE and through multi-row INSERTs alike.
 func TestRestoreEveryKind(t *testing.T) {
+	t.Run("infile", restoreEveryKind)
+	t.Run("inserts", func(t *testing.T) {
+		forceInsertLoad = true
+		defer func() { forceInsertLoad = false }()
+		restoreEveryKind(t)
+	})
+}
+
+func restoreEveryKind(t *testing.T) {
 	tg := openTarget(t)
 	nulls := make([][]byte, len(kindsTable.Columns))
 	nulls[0] = pgInt8(2)
