@@ -25,12 +25,6 @@ func openTarget(t testing.TB) *Target {
 	return tg
 }
 
-// rows runs a query on the target's file (testenv.SQLRows).
-func rows(t testing.TB, tg *Target, query string, args ...any) []string {
-	t.Helper()
-	return testenv.SQLRows(t, tg.db, query, args...)
-}
-
 // wantRows fails unless query returns exactly want.
 func wantRows(t testing.TB, tg *Target, query string, want ...string) {
 	t.Helper()
