@@ -70,7 +70,8 @@ type Applier struct {
 	// (batch.go); heldRows counts the rows they hold, whose values are
 	// spans of held into heldArena until the flush that sends them ends.
 	groups    []*group
-	failedAt  int // the queue entry the last send failed at, or -1
+	holdBack  bool // HoldBack
+	failedAt  int  // the queue entry the last send failed at, or -1
 	heldRows  int
 	held      []span
 	heldArena []byte
@@ -351,7 +352,7 @@ func (a *Applier) insert(c *chain.Change) error {
 			return changeErr(c, "column %s is marked unchanged in an insert", ts.cols[i].Name)
 		}
 	}
-	if batchable(ts) {
+	if a.batchable(ts) {
 		a.hold(ts, c, 'I', c.New, nil)
 		return nil
 	}
@@ -473,7 +474,7 @@ func (a *Applier) update(c *chain.Change) error {
 		return err
 	}
 	flags := a.setFlags(ts, c)
-	if batchable(ts) && chain.SameKey(ts.keys[ki], img, c.New) {
+	if a.batchable(ts) && chain.SameKey(ts.keys[ki], img, c.New) {
 		for _, k := range ts.keys[ki] {
 			flags[k] = false
 		}
@@ -485,7 +486,7 @@ func (a *Applier) update(c *chain.Change) error {
 		}
 		return nil // it sets only its key, to the same values
 	}
-	if batchable(ts) {
+	if a.batchable(ts) {
 		a.queueHeld(ts, img, c.New)
 	}
 	a.keyBuf = append(a.keyBuf[:0], 'U', byte(ki), byte(ki>>8))
@@ -550,7 +551,7 @@ func (a *Applier) delete(c *chain.Change) error {
 	if err != nil {
 		return err
 	}
-	if batchable(ts) {
+	if a.batchable(ts) {
 		a.hold(ts, c, 'D', img, nil)
 		return nil
 	}

@@ -123,6 +123,9 @@ func BenchmarkApply(b *testing.B) {
 			defer func() { batching = true }()
 			conn := benchTarget(b)
 			ctx := context.Background()
+			if !replicaRole(ctx, conn) {
+				b.Fatal("the benchmark's role may not set session_replication_role")
+			}
 			ch, m := writeIncremental(b, recs, 20000)
 			b.ResetTimer()
 			for range b.N {

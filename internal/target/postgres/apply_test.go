@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -380,6 +381,32 @@ func TestApplySchemaChanges(t *testing.T) {
 	// Applying the same definition again changes nothing and still works.
 	applyTx(t, conn, a, chain.Change{Op: chain.OpSchema, Table: "public.t", Schema: &t1}, ins("public.t", tv("3"), tv("1"), null))
 	wantRows(t, conn, `SELECT count(*) FROM public.t`, "3")
+}
+
+// A failing set statement of held rows is sent again row by row, so the
+// error still names the change that failed; nothing of the flush stays.
+func TestHeldRowsErrorNamesChange(t *testing.T) {
+	conn := targetDB(t, `CREATE TABLE public.c (id integer PRIMARY KEY, v integer CHECK (v > 0))`)
+	if !replicaRole(context.Background(), conn) {
+		t.Fatal("the test's role may not set session_replication_role")
+	}
+	a := NewApplier(&chain.Schema{Tables: []chain.Table{{Schema: "public", Name: "c",
+		Columns: []chain.Column{notNull(col("id", "integer")), col("v", "integer")}, PrimaryKey: []string{"id"}}}})
+	a.HoldBack(true)
+	var changes []chain.Change
+	for i := range 50 {
+		c := ins("public.c", tv(strconv.Itoa(i+1)), tv("1"))
+		c.XID, c.Ordinal = 88, uint32(i)
+		if i == 37 {
+			c.New[1] = tv("-1")
+		}
+		changes = append(changes, c)
+	}
+	err := tryApply(conn, a, changes...)
+	if err == nil || !strings.Contains(err.Error(), "insert to public.c (xid 88, change 37)") || !strings.Contains(err.Error(), "23514") {
+		t.Fatalf("err = %v", err)
+	}
+	wantRows(t, conn, `SELECT count(*) FROM public.c`, "0")
 }
 
 // A failing statement surfaces at Flush with the table and operation, and

@@ -88,15 +88,18 @@ func appendElement(b []byte, data []byte, null bool) []byte {
 	return append(b, '"')
 }
 
-// batching turns the holding back on (the benchmark compares both ways).
+// batching turns the holding back on where HoldBack allows it (the
+// benchmark compares both ways).
 var batching = true
 
-// batchable reports whether the applier may hold back ts's changes: a
-// keyless table (its inserts), or one whose only unique index is its key
-// (on a table with another, reordering two rows could make them collide
-// on it), whose columns are no arrays (unnest would flatten them).
-func batchable(ts *tableState) bool {
-	if !batching {
+// batchable reports whether the applier may hold back ts's changes: it
+// holds back at all (HoldBack: the session fires no triggers or foreign
+// keys, which would see the rows out of order), and ts is a keyless table
+// (its inserts) or one whose only unique index is its key (on a table with
+// another, reordering two rows could make them collide on it), whose
+// columns are no arrays (unnest would flatten them).
+func (a *Applier) batchable(ts *tableState) bool {
+	if !batching || !a.holdBack {
 		return false
 	}
 	if ts.batch != 0 {
@@ -114,6 +117,12 @@ func batchable(ts *tableState) bool {
 	}
 	return ok
 }
+
+// HoldBack lets the applier hold row changes back and send them as set
+// statements, out of the source's order across rows (never within one).
+// Call it only on a session that fires no triggers or foreign keys
+// (session_replication_role = replica): they would see the reordering.
+func (a *Applier) HoldBack(on bool) { a.holdBack = on }
 
 // uniqueIndexes counts t's unique indexes, its primary key included.
 func uniqueIndexes(t *chain.Table) int {

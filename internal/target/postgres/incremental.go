@@ -46,6 +46,10 @@ func ApplyIncremental(ctx context.Context, conn *pgx.Conn, ch *chain.Chain, m *c
 func applyIncrementalTx(ctx context.Context, conn *pgx.Conn, tx pgx.Tx, ch *chain.Chain, m *chain.Manifest, schema *chain.Schema, progress func(changes int64)) (*chain.Schema, error) {
 	a := NewApplier(schema)
 	defer func() { _ = a.Release(context.WithoutCancel(ctx), conn) }()
+	var role string
+	if err := tx.QueryRow(ctx, "SHOW session_replication_role", pgx.QueryExecModeSimpleProtocol).Scan(&role); err == nil {
+		a.HoldBack(role == "replica")
+	}
 
 	err := ch.WalkIncremental(ctx, m, func(c *chain.Change) error {
 		if err := a.Apply(ctx, tx, c); err != nil {

@@ -106,9 +106,10 @@ func (t *Target) OpenLane(ctx context.Context, cfg target.LaneConfig) (target.La
 	if err != nil {
 		return nil, err
 	}
-	replicaRole(ctx, conn)
+	replica := replicaRole(ctx, conn)
 	a := NewApplier(cfg.Schema)
 	a.UseArbiters(cfg.Arbiters)
+	a.HoldBack(replica)
 	return &lane{conn: conn, applier: a, cfg: cfg}, nil
 }
 
@@ -118,10 +119,12 @@ func (t *Target) OpenLane(ctx context.Context, cfg target.LaneConfig) (target.La
 // commits do not wait for the WAL flush — a commit lost in a target crash
 // loses its position and marks with it, so the change is simply applied
 // again. A role that may not set the replication role applies with foreign
-// keys and triggers firing.
-func replicaRole(ctx context.Context, conn *pgx.Conn) {
-	_, _ = conn.Exec(ctx, "SET session_replication_role = replica")
+// keys and triggers firing, one statement a change in the source's order;
+// replicaRole reports whether the role was set.
+func replicaRole(ctx context.Context, conn *pgx.Conn) (replica bool) {
+	_, err := conn.Exec(ctx, "SET session_replication_role = replica")
 	_, _ = conn.Exec(ctx, "SET synchronous_commit = off")
+	return err == nil
 }
 
 // stateStore is the StateStore of a PostgreSQL target.
