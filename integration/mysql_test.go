@@ -146,7 +146,7 @@ func TestMySQLTargetUsageRefusals(t *testing.T) {
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			_, err := cl.DescribeWorkflowExecution(ctx, "broker/"+stream, "")
+			_, err := cl.DescribeWorkflow(ctx, "broker/"+stream, "")
 			var nf *serviceerror.NotFound
 			if !errors.As(err, &nf) {
 				t.Fatalf("broker/%s: describe returned %v, want not found: the refused command started a workflow", stream, err)
