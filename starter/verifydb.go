@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -57,6 +58,12 @@ Exit 0: equal; 1: differences (SLUICE-E-VERIFY-MISMATCH); 2: usage; 3: a refusal
 			if err != nil {
 				return err
 			}
+			// A comparison reads the target: it must never create one.
+			tref.Options = maps.Clone(tref.Options)
+			if tref.Options == nil {
+				tref.Options = map[string]string{}
+			}
+			tref.Options[target.OptMustExist] = "true"
 			d := verify.Depth(depth)
 			if d != verify.DepthCount && d != verify.DepthChecksum {
 				return usageError("--depth %q: give count or checksum", depth)

@@ -10,6 +10,12 @@ import (
 // options are the driver's options from the run's input.
 type Opener func(ctx context.Context, dsn string, options map[string]string) (Target, error)
 
+// OptMustExist, set to "true" in a target's options, makes an engine that
+// would create a missing database when it opens one (SQLite creates its
+// file) refuse instead: a comparison (`sluice verify`) reads a target and
+// must not conjure an empty one out of a mistyped path.
+const OptMustExist = "must_exist"
+
 // DefaultDriver is the driver of a target input that names none (every run
 // recorded before drivers existed targets PostgreSQL).
 const DefaultDriver = "postgres"

@@ -1,6 +1,10 @@
 package sqlite
 
 import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/sluicehq/sluice/internal/errcode"
@@ -30,4 +34,27 @@ func TestDescribeTarget(t *testing.T) {
 			t.Errorf("Describe(%q): want %s, got %v", bad, errcode.ConfigInvalid, err)
 		}
 	}
+}
+
+// A target opened with OptMustExist (sluice verify's) refuses a file that
+// is not there instead of creating an empty one.
+func TestMustExistRefusesAMissingFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "typo.db")
+	_, err := target.Open(context.Background(), "sqlite", path, map[string]string{target.OptMustExist: "true"})
+	if !errcode.Is(err, errcode.ConfigInvalid) || !strings.Contains(err.Error(), path) {
+		t.Fatalf("open of a missing file with must_exist: %v", err)
+	}
+	if _, err := os.Stat(path); !os.IsNotExist(err) {
+		t.Fatalf("the refused open created %s (%v)", path, err)
+	}
+	tg, err := target.Open(context.Background(), "sqlite", path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg.Close(context.Background())
+	tg, err = target.Open(context.Background(), "sqlite", path, map[string]string{target.OptMustExist: "true"})
+	if err != nil {
+		t.Fatalf("open of an existing file with must_exist: %v", err)
+	}
+	tg.Close(context.Background())
 }

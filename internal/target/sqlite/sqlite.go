@@ -11,6 +11,7 @@ import (
 	"database/sql"
 	"fmt"
 	"net/url"
+	"os"
 	"strings"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
@@ -57,7 +58,17 @@ var (
 	_ target.StateStore = stateStore{}
 )
 
-func open(ctx context.Context, dsn string, _ map[string]string) (target.Target, error) {
+func open(ctx context.Context, dsn string, options map[string]string) (target.Target, error) {
+	if options[target.OptMustExist] == "true" {
+		path, _, err := driverDSN(dsn)
+		if err != nil {
+			return nil, err
+		}
+		plain := strings.TrimPrefix(strings.TrimPrefix(path, "file:"), "//")
+		if _, err := os.Stat(plain); err != nil {
+			return nil, errcode.Wrap(errcode.ConfigInvalid, err, "SQLite target %s: no such database file; give the path of the file the broker or restore wrote", plain)
+		}
+	}
 	return Open(ctx, dsn)
 }
 
