@@ -2,7 +2,9 @@ package mysql
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/sluicehq/sluice/internal/chain"
@@ -17,41 +19,59 @@ import (
 // target) normalizes by kind. It reads through a prepared statement, so
 // floats arrive in their binary form, exactly.
 func (t *Target) ReadRows(ctx context.Context, tb *chain.Table) ([][]value.Value, error) {
-	cols := storedColumns(tb, t.flavor)
+	var out [][]value.Value
+	err := t.scanTable(ctx, t.db, tb, " ORDER BY 1", func(row []value.Value) error {
+		out = append(out, slices.Clone(row))
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// scanTable reads every row of the table for tb on q (after the query,
+// suffix: an ORDER BY, or nothing) through a prepared statement, so floats
+// arrive in their binary form, exactly; it decodes each stored value by
+// its column and calls fn with each row (valid only during the call).
+func (t *Target) scanTable(ctx context.Context, q interface {
+	PrepareContext(context.Context, string) (*sql.Stmt, error)
+}, tb *chain.Table, suffix string, fn func([]value.Value) error) error {
 	byName := map[string]column{}
-	for _, c := range cols {
+	for _, c := range storedColumns(tb, t.flavor) {
 		byName[c.name] = c
 	}
 	names := make([]string, len(tb.Columns))
+	cols := make([]column, len(tb.Columns))
 	for i, c := range tb.Columns {
 		names[i] = quoteIdent(c.Name)
+		col, ok := byName[c.Name]
+		if !ok {
+			col = column{Column: sqlkit.Column{Kind: kindOf(c)}}
+		}
+		cols[i] = col
 	}
-	query := "SELECT " + strings.Join(names, ", ") + " FROM " + quoteIdent(tableName(tb)) + " ORDER BY 1"
-	st, err := t.db.PrepareContext(ctx, query)
+	st, err := q.PrepareContext(ctx, "SELECT "+strings.Join(names, ", ")+" FROM "+quoteIdent(tableName(tb))+suffix)
 	if err != nil {
-		return nil, classify(err, "read "+tableName(tb))
+		return classify(err, "read "+tableName(tb))
 	}
 	defer st.Close()
 	r, err := st.QueryContext(ctx)
 	if err != nil {
-		return nil, classify(err, "read "+tableName(tb))
+		return classify(err, "read "+tableName(tb))
 	}
 	defer r.Close()
-	out, err := sqlkit.ScanValues(r, len(names), func(i int, x any) (value.Value, error) {
-		c, ok := byName[tb.Columns[i].Name]
-		if !ok {
-			c = column{Column: sqlkit.Column{Kind: kindOf(tb.Columns[i])}}
-		}
-		v, err := c.readStored(x)
+	err = sqlkit.EachRow(r, len(names), func(i int, x any) (value.Value, error) {
+		v, err := cols[i].readStored(x)
 		if err != nil {
 			return v, fmt.Errorf("read %s.%s = %#v: %w", tb.Name, tb.Columns[i].Name, x, err)
 		}
 		return v, nil
-	})
+	}, fn)
 	if err != nil {
-		return nil, classify(err, "read "+tableName(tb))
+		return classify(err, "read "+tableName(tb))
 	}
-	return out, nil
+	return nil
 }
 
 // readStored decodes one stored value of the column.

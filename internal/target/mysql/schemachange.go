@@ -122,13 +122,9 @@ func (l *liveTable) column(name string) (liveColumn, bool) {
 // readLive reads a live table's columns and indexes.
 func readLive(ctx context.Context, q execer, name string) (*liveTable, error) {
 	lt := &liveTable{indexes: map[string][]string{}, unique: map[string]bool{}}
-	var tableType string
-	err := q.QueryRowContext(ctx, `SELECT TABLE_TYPE FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?`, name).Scan(&tableType)
-	if err != nil {
-		if errors.Is(err, sql.ErrNoRows) {
-			return lt, nil
-		}
-		return nil, classify(err, "look up table "+name)
+	tableType, err := objectType(ctx, q, name)
+	if err != nil || tableType == "" {
+		return lt, err
 	}
 	lt.exists = true
 	if tableType == "VIEW" {

@@ -2,7 +2,9 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/sluicehq/sluice/internal/chain"
@@ -16,26 +18,43 @@ import (
 // docs/sqlite-target.md: what a comparison with the source (or another
 // target) normalizes by kind.
 func (t *Target) ReadRows(ctx context.Context, tb *chain.Table) ([][]value.Value, error) {
+	var out [][]value.Value
+	err := scanTable(ctx, t.db, tb, " ORDER BY 1", func(row []value.Value) error {
+		out = append(out, slices.Clone(row))
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// scanTable reads every row of the table for tb on q (after the query,
+// suffix: an ORDER BY, or nothing), decoding each stored value by its
+// column's kind, and calls fn with each row (valid only during the call).
+func scanTable(ctx context.Context, q interface {
+	QueryContext(context.Context, string, ...any) (*sql.Rows, error)
+}, tb *chain.Table, suffix string, fn func([]value.Value) error) error {
 	names := make([]string, len(tb.Columns))
 	for i, c := range tb.Columns {
 		names[i] = quoteIdent(c.Name)
 	}
-	r, err := t.db.QueryContext(ctx, "SELECT "+strings.Join(names, ", ")+" FROM "+quoteIdent(tableName(tb))+" ORDER BY 1")
+	r, err := q.QueryContext(ctx, "SELECT "+strings.Join(names, ", ")+" FROM "+quoteIdent(tableName(tb))+suffix)
 	if err != nil {
-		return nil, classify(err, "read "+tableName(tb))
+		return classify(err, "read "+tableName(tb))
 	}
 	defer r.Close()
-	out, err := sqlkit.ScanValues(r, len(names), func(i int, x any) (value.Value, error) {
+	err = sqlkit.EachRow(r, len(names), func(i int, x any) (value.Value, error) {
 		v, err := readStored(kindOf(tb.Columns[i]), x)
 		if err != nil {
 			return v, fmt.Errorf("read %s.%s = %#v: %w", tb.Name, tb.Columns[i].Name, x, err)
 		}
 		return v, nil
-	})
+	}, fn)
 	if err != nil {
-		return nil, classify(err, "read "+tableName(tb))
+		return classify(err, "read "+tableName(tb))
 	}
-	return out, nil
+	return nil
 }
 
 // readStored decodes one stored value of kind k.

@@ -3,8 +3,6 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"fmt"
-	"strings"
 
 	"github.com/sluicehq/sluice/internal/chain"
 	"github.com/sluicehq/sluice/internal/readback"
@@ -56,43 +54,7 @@ func (s *snapshot) Count(ctx context.Context, tb *chain.Table) (int64, bool, err
 }
 
 func (s *snapshot) Scan(ctx context.Context, tb *chain.Table, fn func([]value.Value) error) error {
-	names := make([]string, len(tb.Columns))
-	kinds := make([]value.Kind, len(tb.Columns))
-	for i, c := range tb.Columns {
-		names[i] = quoteIdent(c.Name)
-		kinds[i] = kindOf(c)
-	}
-	r, err := s.conn.QueryContext(ctx, "SELECT "+strings.Join(names, ", ")+" FROM "+quoteIdent(tableName(tb)))
-	if err != nil {
-		return classify(err, "read "+tableName(tb))
-	}
-	defer r.Close()
-	raw := make([]any, len(names))
-	ptrs := make([]any, len(names))
-	for i := range raw {
-		ptrs[i] = &raw[i]
-	}
-	row := make([]value.Value, len(names))
-	for r.Next() {
-		clear(raw)
-		if err := r.Scan(ptrs...); err != nil {
-			return classify(err, "read "+tableName(tb))
-		}
-		for i, x := range raw {
-			v, err := readStored(kinds[i], x)
-			if err != nil {
-				return fmt.Errorf("read %s.%s = %#v: %w", tb.Name, tb.Columns[i].Name, x, err)
-			}
-			row[i] = v
-		}
-		if err := fn(row); err != nil {
-			return err
-		}
-	}
-	if err := r.Err(); err != nil {
-		return classify(err, "read "+tableName(tb))
-	}
-	return nil
+	return scanTable(ctx, s.conn, tb, "", fn)
 }
 
 func (s *snapshot) Close(ctx context.Context) error {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
 
 	"github.com/sluicehq/sluice/internal/chain"
 	"github.com/sluicehq/sluice/internal/errcode"
@@ -47,30 +48,41 @@ func LoadRows(ctx context.Context, ch *chain.Chain, td chain.TableData, ncols in
 	return total, nil
 }
 
-// ScanValues reads every row of r, each of n columns scanned as the
-// driver gives them, and turns column i's value into a neutral one with
-// decode.
-func ScanValues(r *sql.Rows, n int, decode func(i int, x any) (value.Value, error)) ([][]value.Value, error) {
-	var out [][]value.Value
+// EachRow reads every row of r, each of n columns scanned as the driver
+// gives them, turns column i's value into a neutral one with decode, and
+// calls fn with the row (its slice is reused: valid only during the call).
+func EachRow(r *sql.Rows, n int, decode func(i int, x any) (value.Value, error), fn func(row []value.Value) error) error {
 	raw := make([]any, n)
 	ptrs := make([]any, n)
 	for i := range raw {
 		ptrs[i] = &raw[i]
 	}
+	row := make([]value.Value, n)
 	for r.Next() {
 		clear(raw)
 		if err := r.Scan(ptrs...); err != nil {
-			return nil, err
+			return err
 		}
-		row := make([]value.Value, n)
 		for i, x := range raw {
 			v, err := decode(i, x)
 			if err != nil {
-				return nil, err
+				return err
 			}
 			row[i] = v
 		}
-		out = append(out, row)
+		if err := fn(row); err != nil {
+			return err
+		}
 	}
-	return out, r.Err()
+	return r.Err()
+}
+
+// ScanValues reads every row of r as EachRow does and returns them.
+func ScanValues(r *sql.Rows, n int, decode func(i int, x any) (value.Value, error)) ([][]value.Value, error) {
+	var out [][]value.Value
+	err := EachRow(r, n, decode, func(row []value.Value) error {
+		out = append(out, slices.Clone(row))
+		return nil
+	})
+	return out, err
 }
