@@ -4,7 +4,6 @@ import (
 	"math"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/sluicehq/sluice/internal/target/sqlkit"
 	"github.com/sluicehq/sluice/internal/value"
@@ -67,7 +66,9 @@ func render(k value.Kind, unconstrained bool, v value.Value) (any, error) {
 		if err := checkInstant(v); err != nil {
 			return nil, err
 		}
-		return formatDateTime(v.Time.UTC()), nil
+		// portable's timestamp text is DATETIME's literal; an instant is
+		// written as its UTC wall clock.
+		return string(portable.AppendText(nil, value.Kind{Name: value.Timestamp}, v)), nil
 	case value.Time:
 		if k.Zoned {
 			return string(portable.AppendText(nil, k, v)), nil
@@ -98,13 +99,6 @@ func checkInstant(v value.Value) error {
 		return &refusal{Shown: string(portable.AppendDate(nil, v.Time.UTC())), Reason: "MySQL dates and datetimes hold the years 1 to 9999 only (a BC date has none)"}
 	}
 	return nil
-}
-
-// formatDateTime writes a DATETIME(6) literal.
-func formatDateTime(t time.Time) string {
-	b := portable.AppendDate(make([]byte, 0, 26), t)
-	b = append(b, ' ')
-	return string(portable.AppendClock(b, int64(t.Hour())*3600e6+int64(t.Minute())*60e6+int64(t.Second())*1e6+int64(t.Nanosecond()/1000)))
 }
 
 // renderDecimal checks that a decimal's text fits the column's DECIMAL
