@@ -53,6 +53,13 @@ type Table struct {
 	// ("FOR VALUES FROM ('2026-01-01') TO ('2026-02-01')", "DEFAULT").
 	PartitionOf    string `json:"partition_of,omitempty"`
 	PartitionBound string `json:"partition_bound,omitempty"`
+	// Dialect is the engine whose SQL the table's type texts, defaults
+	// and index definitions are written in: "mysql" for a table recorded
+	// from a MySQL-family source, empty for PostgreSQL (every chain
+	// written before other sources existed). A target of another dialect
+	// builds the table from the columns' neutral kinds and the key and
+	// index column lists, never from that text.
+	Dialect string `json:"dialect,omitempty"`
 	// Types is set only on a schema change record: the user-defined types
 	// (enums included, as Kind TypeEnum) the table's columns use that the
 	// chain did not hold before it, in the order they must be created. The
@@ -210,3 +217,12 @@ func (t *Table) replayIndexes() []Index {
 	}
 	return out
 }
+
+// DialectMySQL is Table.Dialect of a table recorded from a MySQL-family
+// source.
+const DialectMySQL = "mysql"
+
+// Foreign reports whether the table was recorded from a source whose SQL
+// is not PostgreSQL's, so its type texts, defaults and definitions are not
+// PostgreSQL's either.
+func (t *Table) Foreign() bool { return t.Dialect != "" }
