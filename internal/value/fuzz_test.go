@@ -13,6 +13,7 @@ var fuzzKinds = []Kind{
 	kText, kBytes, kDate, kTime, kTimetz, kTs, kTstz, kInterval, kUUID, kJSON, kMood, kOther,
 	arrayOf(kInt4), arrayOf(kText), arrayOf(kNumeric), arrayOf(kFloat8), arrayOf(kTstz),
 	arrayOf(kBytes), arrayOf(kInterval), arrayOf(kDate), arrayOf(kTimetz), arrayOf(kUUID), arrayOf(kBool),
+	kInt1, kUint1, kUint2, kInt3, kUint3, kUint4,
 }
 
 // fuzzKindIndex is k's place in fuzzKinds (-1 when absent).

@@ -88,3 +88,26 @@ func binaryError(k Kind, data []byte, format string, args ...any) error {
 func valueError(k Kind, format string, args ...any) error {
 	return fmt.Errorf("value: encode %s: %s", k, fmt.Sprintf(format, args...))
 }
+
+// IntBits is the size in bits of an int kind's values: its Width (8, 16,
+// 24, 32 or 64), or 64 when the kind records none.
+func IntBits(k Kind) int {
+	if k.Width <= 0 || k.Width > 64 {
+		return 64
+	}
+	return k.Width
+}
+
+// IntFits reports whether v, a value of the int kind k (Uint when
+// k.Unsigned, else Int), lies in the range of k's width and sign.
+func IntFits(k Kind, v Value) bool {
+	bits := IntBits(k)
+	if k.Unsigned {
+		return bits == 64 || v.Uint < 1<<bits
+	}
+	if bits == 64 {
+		return true
+	}
+	limit := int64(1) << (bits - 1)
+	return v.Int >= -limit && v.Int < limit
+}

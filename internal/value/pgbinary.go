@@ -101,6 +101,11 @@ func decodeIntBinary(k Kind, oid uint32, data []byte) (Value, error) {
 		size = 8
 	case k.Width == 16 || k.Width == 32 || k.Width == 64:
 		size = k.Width / 8
+		if k.Unsigned && k.Width < 64 {
+			size *= 2 // carried by the next wider signed integer
+		}
+	case (k.Width == 8 || k.Width == 24) && (len(data) == 2 || len(data) == 4):
+		size = len(data) // tinyint in smallint, mediumint in integer
 	case len(data) == 2 || len(data) == 4 || len(data) == 8:
 		size = len(data)
 	}
@@ -120,10 +125,23 @@ func decodeIntBinary(k Kind, oid uint32, data []byte) (Value, error) {
 		u = binary.BigEndian.Uint64(data)
 		n = int64(u)
 	}
-	if k.Unsigned {
+	if k.Unsigned && IntBits(k) == 64 {
 		return Value{Uint: u}, nil
 	}
-	return Value{Int: n}, nil
+	v := Value{Int: n}
+	if k.Unsigned {
+		// A narrower unsigned int travels in a wider signed PostgreSQL
+		// integer (tinyint unsigned in smallint, int unsigned in bigint):
+		// its value, not its bits, is the number.
+		if n < 0 {
+			return Value{}, binaryError(k, data, "%d is out of range", n)
+		}
+		v = Value{Uint: uint64(n)}
+	}
+	if !IntFits(k, v) {
+		return Value{}, binaryError(k, data, "%d is out of range", n)
+	}
+	return v, nil
 }
 
 func decodeFloatBinary(k Kind, oid uint32, data []byte) (Value, error) {

@@ -10,10 +10,7 @@ import (
 )
 
 func decodeIntText(k Kind, text []byte) (Value, error) {
-	bits := k.Width
-	if bits == 0 {
-		bits = 64
-	}
+	bits := IntBits(k)
 	s := string(text)
 	if k.Unsigned {
 		n, err := strconv.ParseUint(s, 10, bits)

@@ -283,6 +283,12 @@ func EncodePGText(k Kind, v Value) ([]byte, error) {
 	}
 	switch k.Name {
 	case Int:
+		if !IntFits(k, v) {
+			if k.Unsigned {
+				return nil, valueError(k, "%d is out of range", v.Uint)
+			}
+			return nil, valueError(k, "%d is out of range", v.Int)
+		}
 		if k.Unsigned {
 			return strconv.AppendUint(nil, v.Uint, 10), nil
 		}

@@ -36,7 +36,8 @@ const (
 type Kind struct {
 	// Name is the kind.
 	Name Name `json:"name"`
-	// Width is the size in bits of an int (16, 32, 64) or a float (32, 64).
+	// Width is the size in bits of an int (8, 16, 24, 32, 64: MySQL has
+	// tinyint and mediumint) or a float (32, 64).
 	Width int `json:"width,omitempty"`
 	// Unsigned is set on an unsigned int (MySQL).
 	Unsigned bool `json:"unsigned,omitempty"`

@@ -47,13 +47,13 @@ func ParseText(k value.Kind, s string) (value.Value, error) {
 		return value.DecodePGText(k, []byte(s))
 	case value.Int:
 		if k.Unsigned {
-			n, err := strconv.ParseUint(s, 10, 64)
+			n, err := strconv.ParseUint(s, 10, value.IntBits(k))
 			if err != nil {
 				return value.Value{}, fmt.Errorf("unsigned integer %q: %w", s, errors.Unwrap(err))
 			}
 			return value.Value{Uint: n}, nil
 		}
-		n, err := strconv.ParseInt(s, 10, 64)
+		n, err := strconv.ParseInt(s, 10, value.IntBits(k))
 		if err != nil {
 			return value.Value{}, fmt.Errorf("integer %q: %w", s, errors.Unwrap(err))
 		}

@@ -311,3 +311,35 @@ func TestParseLeniency(t *testing.T) {
 		t.Errorf("an array of empty arrays: %+v %v", v, err)
 	}
 }
+
+// ParseText reads an int by its kind's width and sign, refusing what lies
+// outside.
+func TestParseIntWidths(t *testing.T) {
+	cases := []struct {
+		k  value.Kind
+		in string
+		ok bool
+	}{
+		{value.Kind{Name: value.Int, Width: 8}, "-128", true},
+		{value.Kind{Name: value.Int, Width: 8}, "128", false},
+		{value.Kind{Name: value.Int, Width: 8, Unsigned: true}, "255", true},
+		{value.Kind{Name: value.Int, Width: 8, Unsigned: true}, "256", false},
+		{value.Kind{Name: value.Int, Width: 24}, "-8388608", true},
+		{value.Kind{Name: value.Int, Width: 24}, "8388608", false},
+		{value.Kind{Name: value.Int, Width: 24, Unsigned: true}, "16777215", true},
+		{value.Kind{Name: value.Int, Width: 24, Unsigned: true}, "16777216", false},
+		{kU8, "18446744073709551615", true},
+	}
+	for _, c := range cases {
+		v, err := ParseText(c.k, c.in)
+		if (err == nil) != c.ok {
+			t.Errorf("%s %q: %+v, %v", c.k, c.in, v, err)
+			continue
+		}
+		if c.ok {
+			if got := string(AppendText(nil, c.k, v)); got != c.in {
+				t.Errorf("%s %q wrote back as %q", c.k, c.in, got)
+			}
+		}
+	}
+}
