@@ -10,14 +10,14 @@ import (
 )
 
 // killWhileApplying SIGKILLs the broker's worker again and again while a
-// workload runs, at least minKills times and until done reports the
-// workload finished: each time it waits a little, kills as soon as the
+// workload (of any source engine: wl only reports its progress) runs, at
+// least minKills times and until done reports the workload finished: each time it waits a little, kills as soon as the
 // broker is seen inside an incremental (or at a random moment a little
 // later), ends the killed run and starts the broker again with run (a warm
 // resume; reset is true when the kill came before the first reset recorded
 // a position). It returns how many kills there were and how many landed
 // inside an incremental.
-func killWhileApplying(t *testing.T, worker *ownedWorker, stream string, wl *workload, done <-chan error, minKills int, run func(reset bool)) (kills, midApply int) {
+func killWhileApplying(t *testing.T, worker *ownedWorker, stream string, wl interface{ progress() int }, done <-chan error, minKills int, run func(reset bool)) (kills, midApply int) {
 	t.Helper()
 	cl := temporalClient(t)
 	defer cl.Close()

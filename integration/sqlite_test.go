@@ -100,10 +100,19 @@ func TestSQLiteTargetUsageRefusals(t *testing.T) {
 }
 
 // requireSameNeutralRows compares every table of the chain's newest schema
-// in the source and in a target (named by what, for messages), row
-// multisets of values rendered through their neutral kinds; read reads one
-// table of the target back as neutral values (a target's ReadRows).
+// in the PostgreSQL source and in a target (named by what, for messages),
+// row multisets of values rendered through their neutral kinds; read reads
+// one table of the target back as neutral values (a target's ReadRows).
 func requireSameNeutralRows(t *testing.T, src, chainURL, what string, read func(*chain.Table) ([][]value.Value, error)) {
+	t.Helper()
+	requireNeutralRowsEqual(t, chainURL, "source "+src, pgNeutralRows(t, src), what, read)
+}
+
+// requireNeutralRowsEqual compares every table of the chain's newest schema
+// as readSrc reads it from the source (named by srcWhat) and as read reads
+// it from a target (named by what): row multisets of values rendered
+// through their neutral kinds.
+func requireNeutralRowsEqual(t *testing.T, chainURL, srcWhat string, readSrc func(*chain.Table) ([][]value.Value, error), what string, read func(*chain.Table) ([][]value.Value, error)) {
 	t.Helper()
 	ctx := context.Background()
 	ch, cat := openChainAt(t, chainURL)
@@ -111,53 +120,16 @@ func requireSameNeutralRows(t *testing.T, src, chainURL, what string, read func(
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := pgx.ParseConfig(testenv.DSN(src))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for k, v := range chain.PostgresTextSettings() {
-		cfg.RuntimeParams[k] = v // the settings the chain's text values are read under
-	}
-	sc, err := pgx.ConnectConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sc.Close(ctx)
 	var diffs []string
 	for i := range schema.Tables {
 		tb := &schema.Tables[i]
-		cols := make([]string, len(tb.Columns))
-		for j, c := range tb.Columns {
-			cols[j] = pgx.Identifier{c.Name}.Sanitize() + "::text"
-		}
-		rows, err := sc.Query(ctx, "SELECT "+strings.Join(cols, ", ")+" FROM "+pgx.Identifier{tb.Schema, tb.Name}.Sanitize())
+		source, err := readSrc(tb)
 		if err != nil {
 			t.Fatal(err)
 		}
 		var want []string
-		for rows.Next() {
-			texts := make([]*string, len(cols))
-			dest := make([]any, len(cols))
-			for j := range texts {
-				dest[j] = &texts[j]
-			}
-			if err := rows.Scan(dest...); err != nil {
-				t.Fatal(err)
-			}
-			vals := make([]value.Value, len(cols))
-			for j, s := range texts {
-				if s == nil {
-					vals[j] = value.Value{Null: true}
-					continue
-				}
-				if vals[j], err = value.DecodePGText(tb.Columns[j].NeutralKind(), []byte(*s)); err != nil {
-					t.Fatalf("source %s.%s = %q: %v", tb.Name, tb.Columns[j].Name, *s, err)
-				}
-			}
-			want = append(want, renderRow(t, tb, vals))
-		}
-		if err := rows.Err(); err != nil {
-			t.Fatal(err)
+		for _, r := range source {
+			want = append(want, renderRow(t, tb, r))
 		}
 		stored, err := read(tb)
 		if err != nil {
@@ -175,7 +147,61 @@ func requireSameNeutralRows(t *testing.T, src, chainURL, what string, read func(
 		}
 	}
 	if len(diffs) > 0 {
-		t.Fatalf("%s differs from source %s:\n%s", what, src, strings.Join(diffs, "\n"))
+		t.Fatalf("%s differs from %s:\n%s", what, srcWhat, strings.Join(diffs, "\n"))
+	}
+}
+
+// pgNeutralRows returns a reader of a PostgreSQL source database's tables
+// as neutral values, decoded from their text form by each column's kind;
+// its connection closes when the test ends.
+func pgNeutralRows(t *testing.T, src string) func(*chain.Table) ([][]value.Value, error) {
+	t.Helper()
+	ctx := context.Background()
+	cfg, err := pgx.ParseConfig(testenv.DSN(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range chain.PostgresTextSettings() {
+		cfg.RuntimeParams[k] = v // the settings the chain's text values are read under
+	}
+	sc, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sc.Close(ctx) })
+	return func(tb *chain.Table) ([][]value.Value, error) {
+		cols := make([]string, len(tb.Columns))
+		for j, c := range tb.Columns {
+			cols[j] = pgx.Identifier{c.Name}.Sanitize() + "::text"
+		}
+		rows, err := sc.Query(ctx, "SELECT "+strings.Join(cols, ", ")+" FROM "+pgx.Identifier{tb.Schema, tb.Name}.Sanitize())
+		if err != nil {
+			return nil, err
+		}
+		defer rows.Close()
+		var out [][]value.Value
+		for rows.Next() {
+			texts := make([]*string, len(cols))
+			dest := make([]any, len(cols))
+			for j := range texts {
+				dest[j] = &texts[j]
+			}
+			if err := rows.Scan(dest...); err != nil {
+				return nil, err
+			}
+			vals := make([]value.Value, len(cols))
+			for j, s := range texts {
+				if s == nil {
+					vals[j] = value.Value{Null: true}
+					continue
+				}
+				if vals[j], err = value.DecodePGText(tb.Columns[j].NeutralKind(), []byte(*s)); err != nil {
+					return nil, fmt.Errorf("source %s.%s = %q: %w", tb.Name, tb.Columns[j].Name, *s, err)
+				}
+			}
+			out = append(out, vals)
+		}
+		return out, rows.Err()
 	}
 }
 
