@@ -55,6 +55,14 @@ func MySQL(t testing.TB, db string) *sql.DB {
 	if db != "" {
 		dsn = MySQLDSN(db)
 	}
+	return MySQLAt(t, dsn)
+}
+
+// MySQLAt opens a database/sql pool on the server and database a mysql://
+// URL names (a scratch server of a test's own, say), failing or skipping
+// when it is not reachable; the pool closes when the test ends.
+func MySQLAt(t testing.TB, dsn string) *sql.DB {
+	t.Helper()
 	pool, err := sql.Open("mysql", mysqlDriverDSN(dsn))
 	if err != nil {
 		t.Fatal(err)
@@ -63,7 +71,7 @@ func MySQL(t testing.TB, db string) *sql.DB {
 	defer cancel()
 	if err := pool.PingContext(ctx); err != nil {
 		pool.Close()
-		Missing(t, "MariaDB is not reachable at %s: %v", MySQLAdminDSN(), err)
+		Missing(t, "MariaDB is not reachable at %s: %v", dsn, err)
 	}
 	t.Cleanup(func() { pool.Close() })
 	return pool
