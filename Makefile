@@ -45,10 +45,12 @@ bench: bench-full bench-capture bench-apply
 bench-full: build services
 	bash deploy/dev/worker.sh
 	bash bench/full-backup.sh
+	bash bench/full-backup-mariadb.sh
 
 bench-capture: build services
 	bash deploy/dev/worker.sh
 	bash bench/capture.sh
+	bash bench/capture-mariadb.sh
 
 bench-apply: build services
 	bash deploy/dev/worker.sh
