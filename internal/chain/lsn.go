@@ -35,8 +35,40 @@ type PositionOrder func(a, b string) (int, error)
 
 var positionOrders = struct {
 	sync.RWMutex
-	of map[string]PositionOrder
-}{of: map[string]PositionOrder{"postgres": compareLSNs}}
+	of   map[string]PositionOrder
+	lsns map[string]positionLSN
+}{
+	of:   map[string]PositionOrder{"postgres": compareLSNs},
+	lsns: map[string]positionLSN{"postgres": {parse: ParseLSN, format: FormatLSN}},
+}
+
+// positionLSN reads an engine's position as the 64 bits its change
+// records carry in LSN and EndLSN, and writes those bits for messages.
+type positionLSN struct {
+	parse  func(string) (uint64, error)
+	format func(uint64) string
+}
+
+// RegisterPositionLSN defines, for a source engine whose change records
+// carry their log positions packed in LSN and EndLSN, how a manifest's
+// position string reads as those bits and how the bits are written in
+// messages. The severed-transaction check then compares an incremental's
+// end position with where its last transaction ends (shape C), as it does
+// for PostgreSQL's LSNs.
+func RegisterPositionLSN(engine string, parse func(string) (uint64, error), format func(uint64) string) {
+	positionOrders.Lock()
+	defer positionOrders.Unlock()
+	positionOrders.lsns[engine] = positionLSN{parse: parse, format: format}
+}
+
+// lsnOf returns how an engine's positions read as record LSNs; ok is false
+// for an engine whose records carry none.
+func lsnOf(engine string) (positionLSN, bool) {
+	positionOrders.RLock()
+	defer positionOrders.RUnlock()
+	p, ok := positionOrders.lsns[engine]
+	return p, ok
+}
 
 // RegisterPositionOrder defines how positions of a source engine (the
 // manifest's source.engine) compare. PostgreSQL's log sequence numbers are

@@ -216,7 +216,10 @@ func boundaryFinding(prevID string, prev severFacts, curID string, cur severFact
 			f.Detail += fmt.Sprintf(" (the incremental before it, %s, ends with a complete transaction)", prevID)
 		}
 		return f, true
-	case prevID != "" && curID != "" && prev.last == cur.first && (cur.first.CommitLSN != 0 || cur.first.Tx != ""):
+	case prevID != "" && curID != "" && cur.engine == "postgres" && prev.last == cur.first && (cur.first.CommitLSN != 0 || cur.first.Tx != ""):
+		// Shape B is judged on PostgreSQL chains only: there a transaction
+		// delivered again is the known failure of a slot confirmed too
+		// early. Other engines' chains are judged by shapes A and C.
 		return Finding{Shape: ShapeRedelivered, Links: []string{prevID, curID}, XID: cur.first.XID, CommitLSN: cur.first.CommitLSN, Tx: cur.first.Tx,
 			Detail: "the second incremental's first transaction is the first's last transaction, delivered again"}, true
 	}
@@ -234,23 +237,23 @@ func incompleteFinding(id string, f severFacts) (Finding, bool) {
 			Detail: fmt.Sprintf("the incremental holds no complete transaction, yet its end position %s is not its start position %s: the changes between are missing",
 				f.end, f.start)}, true
 	}
-	if f.engine != "postgres" {
-		// Only PostgreSQL positions are LSNs a Commit record's EndLSN can be
-		// compared with.
+	lsn, ok := lsnOf(f.engine)
+	if !ok {
+		// The engine's records carry no log positions to compare with.
 		return Finding{}, false
 	}
 	fd := Finding{Shape: ShapeIncomplete, Links: []string{id}, XID: f.lastCommit.XID, CommitLSN: f.lastCommit.CommitLSN, Tx: f.lastCommit.Tx}
-	end, err := ParseLSN(f.end)
+	end, err := lsn.parse(f.end)
 	switch {
 	case err != nil:
 		fd.Detail = fmt.Sprintf("its end position %q is not a log position; its last transaction ends at %s",
-			f.end, FormatLSN(f.lastEndLSN))
+			f.end, lsn.format(f.lastEndLSN))
 	case end > f.lastEndLSN:
 		fd.Detail = fmt.Sprintf("its end position %s lies past %s, where its last stored transaction ends: the changes between are missing",
-			f.end, FormatLSN(f.lastEndLSN))
+			f.end, lsn.format(f.lastEndLSN))
 	case end < f.lastEndLSN:
 		fd.Detail = fmt.Sprintf("its end position %s lies before %s, where its last stored transaction ends",
-			f.end, FormatLSN(f.lastEndLSN))
+			f.end, lsn.format(f.lastEndLSN))
 	default:
 		return Finding{}, false
 	}

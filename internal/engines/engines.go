@@ -5,6 +5,8 @@
 package engines
 
 import (
+	// MySQL-family sources (MariaDB; MySQL 8 by version detection).
+	_ "github.com/sluicehq/sluice/internal/source/mysql"
 	// PostgreSQL sources.
 	_ "github.com/sluicehq/sluice/internal/source/postgres"
 	// MySQL-family targets (MariaDB; MySQL 8 by version detection).

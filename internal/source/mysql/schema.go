@@ -1,0 +1,331 @@
+package mysql
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/sluicehq/sluice/internal/chain"
+	"github.com/sluicehq/sluice/internal/errcode"
+	"github.com/sluicehq/sluice/internal/value"
+)
+
+// querier is what reading the schema needs: a pool, a connection or a
+// transaction.
+type querier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+// column facts read from information_schema beside the recorded column.
+type columnFacts struct {
+	dataType string // DATA_TYPE, lowercase
+	charset  string // CHARACTER_SET_NAME ("" for non-character types)
+	virtual  bool   // a VIRTUAL generated column: not in the binlog's row images on every server
+}
+
+// tableFacts are a recorded table and what the capture checks its binlog
+// table maps against.
+type tableFacts struct {
+	table chain.Table
+	cols  []columnFacts
+}
+
+// readSchema reads every base table of database from information_schema,
+// in one statement per catalog table, as the chain records them. Views are
+// not tables and are left out. Columns whose type a chain cannot carry, and
+// text in a character set other than UTF-8 or ASCII, are refused with
+// SOURCE-SCHEMA-UNSUPPORTED, naming each.
+func readSchema(ctx context.Context, q querier, database string) (*chain.Schema, map[string]*tableFacts, error) {
+	facts, err := readTables(ctx, q, database, "")
+	if err != nil {
+		return nil, nil, err
+	}
+	s := &chain.Schema{Schemas: []string{database}}
+	var problems []string
+	for _, name := range sortedNames(facts) {
+		tf := facts[name]
+		problems = append(problems, unsupported(tf)...)
+		s.Tables = append(s.Tables, tf.table)
+	}
+	if len(problems) > 0 {
+		return nil, nil, errcode.New(errcode.SourceSchemaUnsupported, "the source has columns a chain cannot carry: %s", strings.Join(problems, "; "))
+	}
+	return s, facts, nil
+}
+
+func sortedNames(m map[string]*tableFacts) []string {
+	names := make([]string, 0, len(m))
+	for n := range m {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// unsupported lists the columns of a table the chain cannot carry.
+func unsupported(tf *tableFacts) []string {
+	var out []string
+	for i, c := range tf.table.Columns {
+		f := tf.cols[i]
+		if f.charset != "" && !utf8Compatible(f.charset) {
+			out = append(out, fmt.Sprintf("%s.%s is %s in character set %s (only utf8mb4, utf8mb3, utf8 and ascii text is carried; convert the column)",
+				tf.table.QualifiedName(), c.Name, c.Type, f.charset))
+		}
+		if c.Kind.Name == value.Other {
+			out = append(out, fmt.Sprintf("%s.%s has type %s, which sluice does not carry", tf.table.QualifiedName(), c.Name, c.Type))
+		}
+	}
+	return out
+}
+
+func utf8Compatible(cs string) bool {
+	switch strings.ToLower(cs) {
+	case "utf8mb4", "utf8mb3", "utf8", "ascii", "binary":
+		return true
+	}
+	return false
+}
+
+// readTables reads the base tables of database (only the one named by
+// table, when it is not empty), keyed by name.
+func readTables(ctx context.Context, q querier, database, table string) (map[string]*tableFacts, error) {
+	filter, args := "", []any{database}
+	if table != "" {
+		filter, args = " AND t.TABLE_NAME = ?", append(args, table)
+	}
+	rows, err := q.QueryContext(ctx, `SELECT c.TABLE_NAME, c.COLUMN_NAME, c.DATA_TYPE, c.COLUMN_TYPE, c.IS_NULLABLE, c.EXTRA,
+		       COALESCE(c.GENERATION_EXPRESSION, ''), COALESCE(c.CHARACTER_SET_NAME, ''), COALESCE(c.NUMERIC_PRECISION, 0), COALESCE(c.NUMERIC_SCALE, 0)
+		  FROM information_schema.COLUMNS c
+		  JOIN information_schema.TABLES t ON t.TABLE_SCHEMA = c.TABLE_SCHEMA AND t.TABLE_NAME = c.TABLE_NAME
+		 WHERE c.TABLE_SCHEMA = ? AND t.TABLE_TYPE = 'BASE TABLE'`+filter+`
+		 ORDER BY c.TABLE_NAME, c.ORDINAL_POSITION`, args...)
+	if err != nil {
+		return nil, classify(err, "read the source's columns")
+	}
+	out := map[string]*tableFacts{}
+	for rows.Next() {
+		var tname, cname, dataType, colType, nullable, extra, genExpr, charset string
+		var prec, scale int64
+		if err := rows.Scan(&tname, &cname, &dataType, &colType, &nullable, &extra, &genExpr, &charset, &prec, &scale); err != nil {
+			rows.Close()
+			return nil, classify(err, "read the source's columns")
+		}
+		tf := out[tname]
+		if tf == nil {
+			tf = &tableFacts{table: chain.Table{Schema: database, Name: tname, Dialect: chain.DialectMySQL}}
+			out[tname] = tf
+		}
+		dataType = strings.ToLower(dataType)
+		k := kindOf(dataType, colType, int(prec), int(scale))
+		tf.table.Columns = append(tf.table.Columns, chain.Column{
+			Name: cname, Type: colType, NotNull: nullable == "NO", Encoding: chain.EncodingText, Kind: &k,
+		})
+		tf.cols = append(tf.cols, columnFacts{dataType: dataType, charset: charset,
+			virtual: strings.Contains(strings.ToUpper(extra), "VIRTUAL")})
+		_ = genExpr
+	}
+	if err := rows.Close(); err != nil {
+		return nil, classify(err, "read the source's columns")
+	}
+	if err := readJSONChecks(ctx, q, database, out); err != nil {
+		return nil, err
+	}
+	if err := readIndexes(ctx, q, database, table, out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// readJSONChecks marks as JSON MariaDB's JSON columns: LONGTEXT with the
+// json_valid check MariaDB adds for the JSON alias.
+func readJSONChecks(ctx context.Context, q querier, database string, tables map[string]*tableFacts) error {
+	rows, err := q.QueryContext(ctx, `SELECT TABLE_NAME, CHECK_CLAUSE FROM information_schema.CHECK_CONSTRAINTS WHERE CONSTRAINT_SCHEMA = ?`, database)
+	if err != nil {
+		// MySQL before 8.0.16 and MariaDB before 10.2 have no such table:
+		// their JSON is a type of its own, known by DATA_TYPE.
+		return nil
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var tname, clause string
+		if err := rows.Scan(&tname, &clause); err != nil {
+			return classify(err, "read the source's check constraints")
+		}
+		tf := tables[tname]
+		m := jsonValid.FindStringSubmatch(clause)
+		if tf == nil || m == nil {
+			continue
+		}
+		for i := range tf.table.Columns {
+			c := &tf.table.Columns[i]
+			if c.Name == m[1] && tf.cols[i].dataType == "longtext" {
+				c.Kind = &value.Kind{Name: value.JSON}
+			}
+		}
+	}
+	return classify(rows.Err(), "read the source's check constraints")
+}
+
+var jsonValid = regexp.MustCompile("^json_valid\\(`((?:[^`]|``)+)`\\)$")
+
+// readIndexes records each table's primary key and other indexes.
+func readIndexes(ctx context.Context, q querier, database, table string, tables map[string]*tableFacts) error {
+	filter, args := "", []any{database}
+	if table != "" {
+		filter, args = " AND TABLE_NAME = ?", append(args, table)
+	}
+	rows, err := q.QueryContext(ctx, `SELECT TABLE_NAME, INDEX_NAME, NON_UNIQUE, COLUMN_NAME, SUB_PART IS NOT NULL
+		  FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = ?`+filter+`
+		 ORDER BY TABLE_NAME, INDEX_NAME, SEQ_IN_INDEX`, args...)
+	if err != nil {
+		return classify(err, "read the source's indexes")
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var tname, iname string
+		var nonUnique int
+		var col sql.NullString
+		var prefix bool
+		if err := rows.Scan(&tname, &iname, &nonUnique, &col, &prefix); err != nil {
+			return classify(err, "read the source's indexes")
+		}
+		tf := tables[tname]
+		if tf == nil {
+			continue
+		}
+		t := &tf.table
+		if iname == "PRIMARY" {
+			t.PrimaryKey = append(t.PrimaryKey, col.String)
+			t.PrimaryKeyName = "PRIMARY"
+			continue
+		}
+		var ix *chain.Index
+		if n := len(t.Indexes); n > 0 && t.Indexes[n-1].Name == iname {
+			ix = &t.Indexes[n-1]
+		} else {
+			t.Indexes = append(t.Indexes, chain.Index{Name: iname, Unique: nonUnique == 0})
+			ix = &t.Indexes[len(t.Indexes)-1]
+		}
+		if !col.Valid || prefix {
+			ix.Expression = true // a functional key part, or a prefix of a column
+		}
+		if col.Valid {
+			ix.Columns = append(ix.Columns, col.String)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return classify(err, "read the source's indexes")
+	}
+	for _, tf := range tables {
+		for i := range tf.table.Indexes {
+			ix := &tf.table.Indexes[i]
+			ix.Definition = indexDefinition(ix)
+			if ix.Expression {
+				ix.Columns = nil
+			}
+		}
+	}
+	return nil
+}
+
+// indexDefinition is the index as MySQL would declare it, for reading only:
+// a target of another engine builds its index from the column list.
+func indexDefinition(ix *chain.Index) string {
+	cols := make([]string, len(ix.Columns))
+	for i, c := range ix.Columns {
+		cols[i] = quoteName(c)
+	}
+	kind := "KEY"
+	if ix.Unique {
+		kind = "UNIQUE KEY"
+	}
+	return kind + " " + quoteName(ix.Name) + " (" + strings.Join(cols, ",") + ")"
+}
+
+// quoteName quotes an identifier for MySQL.
+func quoteName(s string) string { return "`" + strings.ReplaceAll(s, "`", "``") + "`" }
+
+// quoteTable quotes database.table for MySQL.
+func quoteTable(t *chain.Table) string { return quoteName(t.Schema) + "." + quoteName(t.Name) }
+
+var (
+	bitWidth  = regexp.MustCompile(`^bit\((\d+)\)`)
+	enumItems = regexp.MustCompile(`'((?:[^']|'')*)'`)
+)
+
+// kindOf is the neutral kind of a column by its DATA_TYPE and COLUMN_TYPE
+// (docs/mysql-source.md lists the mapping). A type no kind holds is Other,
+// which the schema read refuses.
+func kindOf(dataType, colType string, prec, scale int) value.Kind {
+	unsigned := strings.Contains(colType, "unsigned")
+	switch dataType {
+	case "tinyint":
+		return value.Kind{Name: value.Int, Width: 8, Unsigned: unsigned}
+	case "smallint":
+		return value.Kind{Name: value.Int, Width: 16, Unsigned: unsigned}
+	case "mediumint":
+		return value.Kind{Name: value.Int, Width: 24, Unsigned: unsigned}
+	case "int", "integer":
+		return value.Kind{Name: value.Int, Width: 32, Unsigned: unsigned}
+	case "bigint":
+		return value.Kind{Name: value.Int, Width: 64, Unsigned: unsigned}
+	case "year":
+		return value.Kind{Name: value.Int, Width: 16}
+	case "decimal", "numeric":
+		return value.Kind{Name: value.Decimal, Precision: prec, Scale: scale}
+	case "float":
+		return value.Kind{Name: value.Float, Width: 32}
+	case "double", "real":
+		return value.Kind{Name: value.Float, Width: 64}
+	case "bit":
+		return value.Kind{Name: value.Bytes}
+	case "char", "varchar", "tinytext", "text", "mediumtext", "longtext", "inet4", "inet6", "set":
+		return value.Kind{Name: value.Text}
+	case "binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob":
+		return value.Kind{Name: value.Bytes}
+	case "geometry", "point", "linestring", "polygon", "multipoint", "multilinestring", "multipolygon", "geometrycollection", "geomcollection":
+		return value.Kind{Name: value.Bytes}
+	case "enum":
+		return value.Kind{Name: value.Enum, Labels: enumLabels(colType)}
+	case "json":
+		return value.Kind{Name: value.JSON}
+	case "date":
+		return value.Kind{Name: value.Date}
+	case "datetime":
+		return value.Kind{Name: value.Timestamp}
+	case "timestamp":
+		return value.Kind{Name: value.TimestampTZ}
+	case "time":
+		return value.Kind{Name: value.Interval}
+	case "uuid":
+		return value.Kind{Name: value.UUID}
+	}
+	return value.Kind{Name: value.Other}
+}
+
+// enumLabels reads the labels of an enum('a','b') or set('a','b') type.
+func enumLabels(colType string) []string {
+	open := strings.IndexByte(colType, '(')
+	if open < 0 {
+		return nil
+	}
+	var out []string
+	for _, m := range enumItems.FindAllStringSubmatch(colType[open:], -1) {
+		out = append(out, strings.ReplaceAll(m[1], "''", "'"))
+	}
+	return out
+}
+
+// bitBytes is how many bytes a bit(n) column's values take.
+func bitBytes(colType string) int {
+	m := bitWidth.FindStringSubmatch(colType)
+	if m == nil {
+		return 1
+	}
+	n, _ := strconv.Atoi(m[1])
+	return (n + 7) / 8
+}
