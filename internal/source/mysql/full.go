@@ -297,7 +297,6 @@ func (cp *copier) copyAll(ctx context.Context, conn *sql.Conn, s *chain.Schema, 
 		refs[i] = map[int]chain.ChunkRef{}
 	}
 	work := make(chan pending, cp.o.Parallel)
-	free := make(chan *chain.RowBuilder, cp.o.Parallel+1)
 	var firstErr error
 	var errOnce sync.Once
 	fail := func(err error) {
@@ -317,11 +316,6 @@ func (cp *copier) copyAll(ctx context.Context, conn *sql.Conn, s *chain.Schema, 
 					refs[p.table][p.seq] = ref
 					cp.mu.Unlock()
 				}
-				p.b.Reset()
-				select {
-				case free <- p.b:
-				default:
-				}
 			}
 		}()
 	}
@@ -330,7 +324,7 @@ func (cp *copier) copyAll(ctx context.Context, conn *sql.Conn, s *chain.Schema, 
 	readErr := func() error {
 		for i := range s.Tables {
 			t := &s.Tables[i]
-			n, err := cp.copyTable(ctx, conn, i, t, facts[t.Name], work, free, ticker.C)
+			n, err := cp.copyTable(ctx, conn, i, t, facts[t.Name], work, ticker.C)
 			if err != nil {
 				return fmt.Errorf("table %s: %w", t.QualifiedName(), err)
 			}
@@ -359,7 +353,7 @@ func (cp *copier) copyAll(ctx context.Context, conn *sql.Conn, s *chain.Schema, 
 // copyTable reads one table through a prepared statement (the binary
 // protocol, so FLOAT and DOUBLE arrive as the exact numbers they are) and
 // hands its rows to the encoders in chunks.
-func (cp *copier) copyTable(ctx context.Context, conn *sql.Conn, idx int, t *chain.Table, tf *tableFacts, work chan<- pending, free chan *chain.RowBuilder, tick <-chan time.Time) (int64, error) {
+func (cp *copier) copyTable(ctx context.Context, conn *sql.Conn, idx int, t *chain.Table, tf *tableFacts, work chan<- pending, tick <-chan time.Time) (int64, error) {
 	cols := make([]string, len(t.Columns))
 	for i, c := range t.Columns {
 		cols[i] = quoteName(c.Name)
@@ -381,14 +375,7 @@ func (cp *copier) copyTable(ctx context.Context, conn *sql.Conn, idx int, t *cha
 		ptrs[i] = &scanned[i]
 	}
 	vals := make([][]byte, len(cols))
-	next := func() *chain.RowBuilder {
-		select {
-		case b := <-free:
-			return b
-		default:
-			return chain.NewRowBuilder(t.QualifiedName(), len(cols))
-		}
-	}
+	next := func() *chain.RowBuilder { return chain.NewRowBuilder(t.QualifiedName(), len(cols)) }
 	b, seq := next(), 0
 	var n int64
 	flush := func() error {

@@ -212,7 +212,8 @@ func matches(tf *tableFacts, ev *replication.TableMapEvent) bool {
 		if ev.IsEnumColumn(i) != (tf.cols[i].dataType == "enum") || ev.IsSetColumn(i) != (tf.cols[i].dataType == "set") {
 			return false
 		}
-		if u, ok := unsigned[i]; ok && u != (c.Kind != nil && c.Kind.Unsigned) {
+		// YEAR is logged as unsigned; the chain records it as a plain int.
+		if u, ok := unsigned[i]; ok && tf.cols[i].dataType != "year" && u != (c.Kind != nil && c.Kind.Unsigned) {
 			return false
 		}
 	}
@@ -240,7 +241,7 @@ func tableFromMap(database string, ev *replication.TableMapEvent) *tableFacts {
 		case sets[i] != nil:
 			dt, ct = "set", "set("+quotedLabels(sets[i])+")"
 		}
-		if unsigned[i] {
+		if unsigned[i] && dt != "year" {
 			ct += " unsigned"
 		}
 		prec, scale := 0, 0

@@ -210,6 +210,14 @@ func (c *codec) fromBinlog(v any) ([]byte, error) {
 // fromBinlogBytes encodes a string or byte value of a row image, where
 // MariaDB's own types arrive in their stored binary forms.
 func (c *codec) fromBinlogBytes(b []byte) ([]byte, error) {
+	// Fixed-width binary values are logged without their trailing zero
+	// bytes.
+	switch c.dataType {
+	case "uuid", "inet6":
+		b = padTo(b, 16)
+	case "inet4":
+		b = padTo(b, 4)
+	}
 	switch c.dataType {
 	case "uuid":
 		if len(b) != 16 {
@@ -270,12 +278,10 @@ func (c *codec) bitValue(x uint64) ([]byte, error) {
 // padded gives a binary(n) value its trailing zero bytes back: the binlog
 // stores it without them, the server returns it with them.
 func (c *codec) padded(b []byte) []byte {
-	if c.dataType != "binary" || len(b) >= c.bytes {
+	if c.dataType != "binary" {
 		return b
 	}
-	out := make([]byte, c.bytes)
-	copy(out, b)
-	return out
+	return padTo(b, c.bytes)
 }
 
 func (c *codec) encode(v value.Value) ([]byte, error) {
@@ -349,4 +355,14 @@ func rowValues(dst []chain.Value, codecs []codec, row []any, fromBinlog bool) ([
 		dst = append(dst, chain.Value{Kind: chain.ValueText, Data: b})
 	}
 	return dst, nil
+}
+
+// padTo gives a fixed-width binary value its trailing zero bytes back.
+func padTo(b []byte, n int) []byte {
+	if len(b) >= n {
+		return b
+	}
+	out := make([]byte, n)
+	copy(out, b)
+	return out
 }
