@@ -326,8 +326,8 @@ func waitMariaCaughtUp(t *testing.T, srcDSN, chainURL string, within time.Durati
 
 // mariaNeutralRows returns a reader of a MariaDB source database's tables
 // as neutral values: each column read in the server's text form (BIT as
-// its number unless the kind is bytes; the session at UTC, so TIMESTAMP is
-// a UTC instant) and decoded by the column's recorded kind, independently
+// its number unless the kind is bytes, FLOAT as a DOUBLE; the session at
+// UTC, so TIMESTAMP is a UTC instant) and decoded by the column's recorded kind, independently
 // of sluice's binlog and snapshot decoders. JSON is compared as parsed
 // documents (see normalizeJSON).
 func mariaNeutralRows(t *testing.T, srcDSN string) func(*chain.Table) ([][]value.Value, error) {
@@ -340,8 +340,13 @@ func mariaNeutralRows(t *testing.T, srcDSN string) func(*chain.Table) ([][]value
 		for j, c := range tb.Columns {
 			kinds[j] = c.NeutralKind()
 			cols[j] = "`" + strings.ReplaceAll(c.Name, "`", "``") + "`"
-			if strings.HasPrefix(strings.ToLower(c.Type), "bit") && kinds[j].Name != value.Bytes {
+			switch typ := strings.ToLower(c.Type); {
+			case strings.HasPrefix(typ, "bit") && kinds[j].Name != value.Bytes:
 				cols[j] = "CAST(" + cols[j] + " AS UNSIGNED)"
+			case strings.HasPrefix(typ, "float"):
+				// The text protocol prints a FLOAT to 6 digits; as a
+				// DOUBLE it is exact, and parses back to the same float32.
+				cols[j] = "CAST(" + cols[j] + " AS DOUBLE)"
 			}
 		}
 		rows, err := conn.QueryContext(ctx, "SELECT "+strings.Join(cols, ", ")+" FROM `"+strings.ReplaceAll(tb.Name, "`", "``")+"`")
