@@ -2,6 +2,7 @@ package mysql
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"strings"
 	"testing"
@@ -318,4 +319,24 @@ func TestDSNRefusals(t *testing.T) {
 	if _, err := source.Open(context.Background(), "mysql", "mysql://root@h/db", map[string]string{"publication": "p"}); !errcode.Is(err, errcode.ConfigInvalid) {
 		t.Errorf("an option was taken: %v", err)
 	}
+}
+
+func errcodeOf(err error) string {
+	if e, ok := errcode.As(err); ok {
+		return string(e.Code)
+	}
+	return ""
+}
+
+func testDB(t *testing.T, f *fixture) *sql.DB {
+	c, err := parseDSN(f.dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := connect(context.Background(), c, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
 }
