@@ -149,13 +149,13 @@ type span struct{ off, n int32 }
 // schema, which it does not modify.
 func NewApplier(schema *chain.Schema) *Applier {
 	a := &Applier{
-		base:   schema,
+		base:   nativeSchema(schema),
 		tables: map[string]*tableState{},
 		known:  map[string]bool{"public": true},
 		id:     applierSeq.Add(1),
 		arena:  make([]byte, 0, 64<<10),
 	}
-	if schema == nil {
+	if a.base == nil {
 		a.base = &chain.Schema{}
 	}
 	for _, n := range a.base.Schemas {
@@ -715,7 +715,10 @@ func (a *Applier) schema(c *chain.Change) error {
 	}
 	a.queueGroups()
 	a.forgetGroup(name)
-	t := *def
+	if a.tables[name] == nil {
+		noteForeign(def)
+	}
+	t := *nativeTable(def)
 	ts := newTableState(&t)
 	ts.useArbiter(a.arbiters[name])
 	var ddl []string

@@ -21,6 +21,8 @@ type LoadProgress = target.LoadProgress
 // COPY, primary key, indexes, sequence values. A retried load therefore
 // starts from scratch and never doubles a row. It returns the rows loaded.
 func LoadTable(ctx context.Context, conn *pgx.Conn, ch *chain.Chain, s *chain.Schema, td chain.TableData, progress LoadProgress) (int64, error) {
+	noteForeign(s.Table(td.Table))
+	s = nativeSchema(s)
 	t := s.Table(td.Table)
 	if t == nil {
 		return 0, fmt.Errorf("table %s has data in the manifest but no recorded schema", td.Table)

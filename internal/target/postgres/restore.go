@@ -54,6 +54,7 @@ func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''
 // drops them), and creates schemas, extensions, enums and sequences that no
 // table owns. Tables themselves are created by LoadTable.
 func Prepare(ctx context.Context, conn *pgx.Conn, s *chain.Schema, replace bool) error {
+	s = nativeSchema(s)
 	if err := CheckExtensions(ctx, conn, s); err != nil {
 		return err
 	}
@@ -285,6 +286,7 @@ func createSequenceSQL(q chain.Sequence) string {
 // Finish adds the foreign keys (every table exists by now) and sets the
 // values of sequences no table owns.
 func Finish(ctx context.Context, conn *pgx.Conn, s *chain.Schema) error {
+	s = nativeSchema(s)
 	if err := finishPartitions(ctx, conn, s); err != nil {
 		return err
 	}
