@@ -227,6 +227,11 @@ func storedColumns(t *chain.Table, f flavor) []column {
 	for i, c := range sup {
 		k := kindOf(c)
 		decl, unconstrained := declType(k, c.Type, bounds[c.Name], f)
+		if t.Dialect == chain.DialectMySQL {
+			if d, ok := nativeDecl(k, c.Type); ok {
+				decl, unconstrained = d, false
+			}
+		}
 		cols[i] = column{Column: sqlkit.Column{Kind: k, OID: c.TypeOID, Encoding: c.Encoding, Verbatim: verbatimKinds,
 			Render: func(v value.Value) (any, error) { return render(k, unconstrained, v) }},
 			name: c.Name, quoted: quoteIdent(c.Name), notNull: c.NotNull, decl: decl, unconstrained: unconstrained}
@@ -310,4 +315,57 @@ func indexClauses(t *chain.Table) []string {
 		out = append(out, kind+quoteIdent(indexName(ix))+" ("+quoteList(ix.Columns)+")")
 	}
 	return out
+}
+
+var (
+	nativeInt     = regexp.MustCompile(`^(tinyint|smallint|mediumint|int|bigint)(?:\s*\(\s*[0-9]+\s*\))?((?:\s+(?:unsigned|zerofill))*)$`)
+	nativeMembers = regexp.MustCompile(`^(enum|set)\s*\('(?:[^'\\]|''|\\.)*'(?:\s*,\s*'(?:[^'\\]|''|\\.)*')*\)$`)
+	intWidths     = map[string]int{"tinyint": 8, "smallint": 16, "mediumint": 24, "int": 32, "bigint": 64}
+)
+
+// nativeDecl is the column type a column of a table recorded from a
+// MySQL-family source keeps on this target: its recorded native type,
+// where that type holds exactly the values its kind says and renders and
+// reads back as the kind's own mapping does: the integers (display width
+// and ZEROFILL dropped), YEAR, DECIMAL, ENUM and SET with their members.
+// ok is false for every other type, which maps by kind (declType): CHAR
+// and VARCHAR as VARCHAR of their length (CHAR would strip trailing
+// spaces a value may carry), TIME as its interval text, TIMESTAMP as
+// DATETIME(6), the text and blob types as LONGTEXT and LONGBLOB, BIT as
+// bytes (docs/cross-engine-types.md).
+func nativeDecl(k value.Kind, native string) (string, bool) {
+	n := strings.ToLower(strings.TrimSpace(native))
+	switch k.Name {
+	case value.Int:
+		if n == "year" || strings.HasPrefix(n, "year(") {
+			return "YEAR", k.Width == 16 && !k.Unsigned
+		}
+		m := nativeInt.FindStringSubmatch(n)
+		if m == nil || intWidths[m[1]] != value.IntBits(k) {
+			return "", false
+		}
+		unsigned := strings.Contains(m[2], "unsigned") || strings.Contains(m[2], "zerofill")
+		if unsigned != k.Unsigned {
+			return "", false
+		}
+		d := strings.ToUpper(m[1])
+		if unsigned {
+			d += " UNSIGNED"
+		}
+		return d, true
+	case value.Decimal:
+		if k.Precision < 1 || k.Precision > maxDecimalPrecision || k.Scale < 0 || k.Scale > maxDecimalScale || k.Special {
+			return "", false
+		}
+		return "DECIMAL(" + strconv.Itoa(k.Precision) + "," + strconv.Itoa(k.Scale) + ")", true
+	case value.Text:
+		if strings.HasPrefix(n, "set") && nativeMembers.MatchString(native) {
+			return strings.TrimSpace(native), true
+		}
+	case value.Enum:
+		if strings.HasPrefix(n, "enum") && nativeMembers.MatchString(strings.TrimSpace(native)) {
+			return strings.TrimSpace(native), true
+		}
+	}
+	return "", false
 }
