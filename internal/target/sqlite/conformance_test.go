@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"math"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -26,6 +27,12 @@ func TestConformance(t *testing.T) {
 		Refusal: func(k value.Kind, text string) errcode.Code {
 			if k.Name == value.Float && (strings.EqualFold(text, "NaN") || text == "-0") {
 				return errcode.TargetValueRefused
+			}
+			if k.Name == value.Int && k.Unsigned {
+				// An unsigned value beyond INTEGER's signed 64 bits.
+				if n, err := strconv.ParseUint(text, 10, 64); err == nil && n > math.MaxInt64 {
+					return errcode.TargetValueRefused
+				}
 			}
 			return ""
 		},

@@ -48,6 +48,8 @@ func Run(t *testing.T, h Harness) {
 	t.Run("ChangesToOneRowKeepTheirOrder", func(t *testing.T) { repeatedKeys(t, h) })
 	t.Run("KeyChangeAmongBatchedRows", func(t *testing.T) { keyChange(t, h) })
 	t.Run("InterruptedBatchedTransaction", func(t *testing.T) { interruptedBatch(t, h) })
+	t.Run("MySQLChainRestoresAndApplies", func(t *testing.T) { mysqlChain(t, h) })
+	t.Run("MySQLChainUint64HeldOrRefused", func(t *testing.T) { mysqlChainRefusesOrHolds(t, h) })
 }
 
 const (
@@ -72,6 +74,13 @@ func restore(t *testing.T, tgt target.Target, s *chain.Schema) {
 	if err := tgt.Finish(ctx, s); err != nil {
 		t.Fatalf("finish: %v", err)
 	}
+	restorePosition(t, tgt)
+}
+
+// restorePosition gives the stream a position after the restored full.
+func restorePosition(t *testing.T, tgt target.Target) {
+	t.Helper()
+	ctx := context.Background()
 	st := tgt.State()
 	if err := st.EnsureControlTables(ctx); err != nil {
 		t.Fatal(err)
