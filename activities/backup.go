@@ -34,6 +34,9 @@ type FullBackupResult struct {
 	FullID      string `json:"full_id"`
 	EndPosition string `json:"end_position"`
 	Slot        string `json:"slot,omitempty"`
+	// Engine is the source engine the chain records (empty in results
+	// recorded before it was added: PostgreSQL).
+	Engine      string `json:"engine,omitempty"`
 	Tables      int    `json:"tables"`
 	Rows        int64  `json:"rows"`
 	StoredBytes int64  `json:"stored_bytes"`
@@ -92,6 +95,7 @@ func (a *Activities) FullBackup(ctx context.Context, p FullBackupParams) (FullBa
 		FullID:             m.ID,
 		EndPosition:        m.EndPosition,
 		Slot:               m.Source.Slot,
+		Engine:             m.Source.Engine,
 		Tables:             len(m.Tables),
 		Rows:               m.Rows,
 		ReplicaIdentitySet: identitySet,

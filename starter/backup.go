@@ -105,7 +105,10 @@ func (c *cli) backupFullCmd() *cobra.Command {
 					}
 					fmt.Fprintf(c.stdout, "full %s committed: %d tables, %d rows, %s stored, anchored at %s\n",
 						res.FullID, res.Tables, res.Rows, humanBytes(res.StoredBytes), res.EndPosition)
-					if res.Slot != "" {
+					switch {
+					case res.Engine != "" && res.Engine != source.DefaultDriver:
+						fmt.Fprintf(c.stdout, "incrementals follow from %s (replica %s); the source keeps that binlog only until it expires: start the producer\n", res.EndPosition, res.Slot)
+					case res.Slot != "":
 						fmt.Fprintf(c.stdout, "chain slot %s now retains WAL from %s: feed the chain or drop the slot\n", res.Slot, res.EndPosition)
 					}
 				},
