@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -161,6 +162,11 @@ INSERT INTO hammer SELECT seq % 10, 'seed', 0 FROM seq_1_to_100;`)
 				}
 				stmts = append(stmts, fmt.Sprintf(`UPDATE counter SET n = n + 1 WHERE id = %d`, i%10))
 				if err := mariaTx(context.Background(), conn, stmts); err != nil {
+					// The writers' deletes and updates of the keyless table
+					// scan it and can deadlock: InnoDB rolled one back whole.
+					if strings.Contains(err.Error(), "Error 1213") {
+						continue
+					}
 					errs <- fmt.Errorf("writer %d: %w", w, err)
 					return
 				}

@@ -9,9 +9,9 @@
 # start: creates a data directory under DIR with mariadb-install-db the first
 # time (root@localhost and root@127.0.0.1 without a password), then starts
 # mariadbd on 127.0.0.1:PORT with its socket, pid file and error log in DIR,
-# the binlog on (ROW, FULL image, FULL metadata, server_id 1) unless an
-# option given here overrides it (--skip-log-bin turns it off), and waits
-# until it answers. A server already running from DIR is stopped first, so
+# utf8mb4 by default and the binlog on (ROW, FULL image, FULL metadata,
+# server_id 1) unless an option given here overrides it (--skip-log-bin
+# turns it off), and waits until it answers. A server already running from DIR is stopped first, so
 # start is idempotent and a second start with other options restarts it.
 # stop: shuts the server down (none running is fine) and waits for it.
 # The caller removes DIR when done.
@@ -68,7 +68,7 @@ start() {
 	: >"$dir/error.log"
 	mariadbd --no-defaults "${user[@]}" --datadir="$dir/data" --port="$port" --bind-address=127.0.0.1 \
 		--socket="$dir/mariadbd.sock" --pid-file="$dir/mariadbd.pid" --log-error="$dir/error.log" \
-		--skip-name-resolve=0 --innodb-buffer-pool-size=64M --innodb-log-file-size=16M \
+		--character-set-server=utf8mb4 --collation-server=utf8mb4_general_ci --innodb-buffer-pool-size=64M --innodb-log-file-size=16M \
 		--log-bin="$dir/data/scratch-bin" --server-id=1 --binlog-format=ROW --binlog-row-image=FULL \
 		--binlog-row-metadata=FULL "$@" >/dev/null 2>&1 &
 	local pid=$!
