@@ -48,7 +48,8 @@ func Run(t *testing.T, h Harness) {
 	t.Run("ChangesToOneRowKeepTheirOrder", func(t *testing.T) { repeatedKeys(t, h) })
 	t.Run("KeyChangeAmongBatchedRows", func(t *testing.T) { keyChange(t, h) })
 	t.Run("InterruptedBatchedTransaction", func(t *testing.T) { interruptedBatch(t, h) })
-	t.Run("MySQLChainRestoresAndApplies", func(t *testing.T) { mysqlChain(t, h) })
+	t.Run("MySQLChainRestoresAndApplies", func(t *testing.T) { mysqlChain(t, h, false) })
+	t.Run("MySQLChainRestoresIncrementals", func(t *testing.T) { mysqlChain(t, h, true) })
 	t.Run("MySQLChainUint64HeldOrRefused", func(t *testing.T) { mysqlChainRefusesOrHolds(t, h) })
 }
 
