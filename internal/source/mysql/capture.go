@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -200,6 +201,13 @@ func openCapture(ctx context.Context, c *conf, o source.CaptureOptions) (*captur
 		return nil, err
 	}
 	if err := checkServerID(ctx, db, cp.srv, id, cp.ownerIfAny()); err != nil {
+		if e, ok := errcode.As(err); ok && e.Code == errcode.SourceServerIDClash && c.serverID == 0 && strings.Contains(e.Message, `"sluice`) {
+			// The chain's own replica ID, registered by another sluice
+			// reader: a second producer on this chain.
+			return nil, &errcode.Error{Code: errcode.SlotInUse, Err: err,
+				Message: fmt.Sprintf("another reader of this chain's binlog is connected to the source as replica server_id %d", id),
+				Hint:    "Run one producer per chain: stop the other one (sluice backup stream stop), or wait for it to end; SHOW SLAVE HOSTS on the source lists it."}
+		}
 		return nil, err
 	}
 	if cp.gtids, err = gomysql.ParseGTIDSet(cp.srv.flavor(), start.gtid); err != nil {

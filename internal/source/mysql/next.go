@@ -165,7 +165,7 @@ func (c *capture) quiet(ctx context.Context, wn *window) (bool, error) {
 func (c *capture) handle(ctx context.Context, wn *window, ev *replication.BinlogEvent) (stop bool, err error) {
 	h := ev.Header
 	evStart := c.read
-	if h.LogPos > 0 {
+	if _, heartbeat := ev.Event.(*replication.HeartbeatEvent); !heartbeat && h.LogPos > 0 {
 		c.read.offset = h.LogPos
 	}
 	wn.w.Bytes += int64(h.EventSize)
