@@ -64,4 +64,3 @@ func TestReplicaServerIDs(t *testing.T) {
 		t.Fatalf("the source's own server ID: %v", err)
 	}
 }
-
