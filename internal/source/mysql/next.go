@@ -14,6 +14,10 @@ import (
 	"github.com/sluicehq/sluice/internal/source"
 )
 
+// xaUnnamed keys the held changes of a prepared XA transaction whose XID
+// is not known yet.
+const xaUnnamed = "?"
+
 // MariaDB GTID event flags.
 const (
 	mariaStandalone  = 0x01
@@ -179,7 +183,7 @@ func (c *capture) handle(ctx context.Context, wn *window, ev *replication.Binlog
 		gtid := e.GTID.String()
 		wn.tx = &openTx{gtid: gtid, standalone: e.Flags&mariaStandalone != 0, start: evStart, commitTime: int64(h.Timestamp) * 1_000_000}
 		if e.Flags&mariaPreparedXA != 0 {
-			wn.tx.xa = "?"
+			wn.tx.xa = xaUnnamed
 		}
 	case *replication.GTIDEvent:
 		if wn.before != nil && evStart.lsn() >= wn.before.lsn() {
@@ -227,7 +231,7 @@ func (c *capture) query(ctx context.Context, wn *window, e *replication.QueryEve
 	q := strings.TrimSpace(string(e.Query))
 	upper := strings.ToUpper(q)
 	switch {
-	case upper == "BEGIN":
+	case upper == "BEGIN" || upper == "START TRANSACTION":
 		if wn.tx != nil {
 			wn.tx.standalone = false
 		}
@@ -441,6 +445,16 @@ func (c *capture) xa(wn *window, verb, xid string, onePhase bool, h *replication
 		}
 		return nil
 	case "end":
+		// MariaDB names a prepared transaction's XID in its GTID event,
+		// which go-mysql does not decode, and logs no XA START: the XID
+		// is learnt here.
+		if tx != nil && tx.xa == xaUnnamed {
+			if held := wn.held[xaUnnamed]; held != nil {
+				delete(wn.held, xaUnnamed)
+				wn.held[xid] = held
+			}
+			tx.xa = xid
+		}
 		return nil
 	case "prepare":
 		return c.prepared(wn)
@@ -500,8 +514,7 @@ func (c *capture) prepared(wn *window) error {
 		return fmt.Errorf("track GTID %s: %w", tx.gtid, err)
 	}
 	c.read.gtid = c.gtids.String()
-	if tx.xa != "" && wn.held[tx.xa] == nil {
-		wn.held[tx.xa] = &heldXA{}
-	}
+	// A prepared transaction that changed nothing the chain holds is not
+	// held: its outcome has nothing to deliver.
 	return nil
 }
