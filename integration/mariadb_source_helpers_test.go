@@ -69,19 +69,30 @@ var typedValues = []string{
 	 NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL`,
 }
 
+// typedRow is typedValues[r % len]; with signed64, the unsigned 64-bit
+// values above 2^63-1 are replaced by 2^63-1, for a target that documents
+// refusing them (SQLite).
+func typedRow(r int, signed64 bool) string {
+	v := typedValues[r%len(typedValues)]
+	if signed64 {
+		v = strings.NewReplacer("18446744073709551615", "9223372036854775807", "0xFFFFFFFFFFFFFFFF", "0x7FFFFFFFFFFFFFFF").Replace(v)
+	}
+	return v
+}
+
 // typedInsert is an INSERT of typed rows first…first+count-1.
-func typedInsert(first, count int) string {
+func typedInsert(first, count int, signed64 bool) string {
 	var rows []string
 	for id := first; id < first+count; id++ {
-		rows = append(rows, fmt.Sprintf("(%d, %s)", id, typedValues[id%len(typedValues)]))
+		rows = append(rows, fmt.Sprintf("(%d, %s)", id, typedRow(id, signed64)))
 	}
 	return "INSERT INTO typed (id, " + typedColumns + ") VALUES " + strings.Join(rows, ", ")
 }
 
 // typedUpdate rewrites typed row id with the values of row id+shift.
-func typedUpdate(id, shift int) string {
+func typedUpdate(id, shift int, signed64 bool) string {
 	cols := strings.Split(typedColumns, ", ")
-	vals := splitTopLevel(typedValues[(id+shift)%len(typedValues)])
+	vals := splitTopLevel(typedRow(id+shift, signed64))
 	sets := make([]string, len(cols))
 	for i, c := range cols {
 		sets[i] = c + " = " + vals[i]
@@ -143,12 +154,13 @@ func mariaExec(t *testing.T, dsn, stmts string) {
 // stored in UTC and shown in the session's zone): single- and multi-row,
 // key changes, deletes, a keyless table with duplicate rows, the typed
 // table, and at fixed steps an ADD COLUMN, a new table and a transaction of
-// bigTx rows.
+// bigTx rows. signed64 keeps unsigned 64-bit values within 2^63-1 (typedRow).
 type mariaWorkload struct {
-	dsn   string
-	steps int
-	bigTx int
-	pause time.Duration
+	dsn      string
+	steps    int
+	bigTx    int
+	pause    time.Duration
+	signed64 bool
 
 	mu   sync.Mutex
 	done int
@@ -197,10 +209,10 @@ func (w *mariaWorkload) run(ctx context.Context, t *testing.T) error {
 				case 6:
 					stmts = append(stmts, fmt.Sprintf(`UPDATE moves SET id = id + 100000, v = CONCAT(v, '>') WHERE id = %d`, 1+rng.Intn(500)))
 				case 7:
-					stmts = append(stmts, typedInsert(typedID, 1+rng.Intn(3)))
+					stmts = append(stmts, typedInsert(typedID, 1+rng.Intn(3), w.signed64))
 					typedID += 4
 				case 8:
-					stmts = append(stmts, typedUpdate(rng.Intn(40), 1+rng.Intn(3)))
+					stmts = append(stmts, typedUpdate(rng.Intn(40), 1+rng.Intn(3), w.signed64))
 				case 9:
 					if step > 2*w.steps/5 {
 						stmts = append(stmts, fmt.Sprintf(`INSERT INTO late VALUES (%d, 'late', now(6), %d.125)`, lateRows, lateRows))
