@@ -132,6 +132,7 @@ type entry struct {
 	first   int32 // first parameter span
 	n       int32 // parameter count
 	xid     uint32
+	tx      string // the source transaction's opaque ID, when it has one
 	ordinal uint32
 	// rows is how many rows a set statement of held changes carries (0:
 	// one); held are those rows, of width values each, for diagnose.
@@ -140,6 +141,15 @@ type entry struct {
 	width int32
 	// count is st.count for an entryParams.
 	count bool
+}
+
+// txName names a source transaction in a message: by its opaque ID (a
+// MySQL-family source's GTID) when it has one, else by its XID.
+func txName(xid uint32, tx string) string {
+	if tx != "" {
+		return "transaction " + tx
+	}
+	return fmt.Sprintf("xid %d", xid)
 }
 
 // span locates one parameter in the arena; n < 0 is NULL.
@@ -297,10 +307,10 @@ func (a *Applier) statement(ts *tableState, count bool, build func() string) *st
 func (a *Applier) exec(c *chain.Change, st *stmt, first int) {
 	if !st.ready && !st.queued {
 		st.queued = true
-		a.queue = append(a.queue, entry{kind: entryPrepare, op: c.Op, st: st, table: c.Table, xid: c.XID, ordinal: c.Ordinal})
+		a.queue = append(a.queue, entry{kind: entryPrepare, op: c.Op, st: st, table: c.Table, xid: c.XID, tx: c.Tx, ordinal: c.Ordinal})
 	}
 	a.queue = append(a.queue, entry{kind: entryExec, op: c.Op, st: st, table: c.Table,
-		first: int32(first), n: int32(len(a.spans) - first), xid: c.XID, ordinal: c.Ordinal})
+		first: int32(first), n: int32(len(a.spans) - first), xid: c.XID, tx: c.Tx, ordinal: c.Ordinal})
 }
 
 // param appends one value as the next parameter.
@@ -686,7 +696,7 @@ func (a *Applier) truncate(c *chain.Change) error {
 	for i, name := range c.Tables {
 		ts := a.tables[name]
 		if ts == nil {
-			return fmt.Errorf("apply truncate of %s (xid %d, change %d): table %s has no recorded schema", strings.Join(c.Tables, ", "), c.XID, c.Ordinal, name)
+			return fmt.Errorf("apply truncate of %s (%s, change %d): table %s has no recorded schema", strings.Join(c.Tables, ", "), txName(c.XID, c.Tx), c.Ordinal, name)
 		}
 		rels[i] = ts.rel
 	}
@@ -697,7 +707,7 @@ func (a *Applier) truncate(c *chain.Change) error {
 	if c.TruncateFlags&1 != 0 {
 		sql += " CASCADE"
 	}
-	a.queue = append(a.queue, entry{kind: entrySQL, op: c.Op, sql: sql, table: strings.Join(c.Tables, ", "), xid: c.XID, ordinal: c.Ordinal})
+	a.queue = append(a.queue, entry{kind: entrySQL, op: c.Op, sql: sql, table: strings.Join(c.Tables, ", "), xid: c.XID, tx: c.Tx, ordinal: c.Ordinal})
 	return nil
 }
 
@@ -758,12 +768,12 @@ func (a *Applier) schema(c *chain.Change) error {
 		}
 		for _, st := range old.stmts {
 			if st.ready || st.queued {
-				a.queue = append(a.queue, entry{kind: entryDeallocate, op: c.Op, sql: st.name, table: name, xid: c.XID, ordinal: c.Ordinal})
+				a.queue = append(a.queue, entry{kind: entryDeallocate, op: c.Op, sql: st.name, table: name, xid: c.XID, tx: c.Tx, ordinal: c.Ordinal})
 			}
 		}
 	}
 	for _, sql := range ddl {
-		a.queue = append(a.queue, entry{kind: entrySQL, op: c.Op, sql: sql, table: name, xid: c.XID, ordinal: c.Ordinal})
+		a.queue = append(a.queue, entry{kind: entrySQL, op: c.Op, sql: sql, table: name, xid: c.XID, tx: c.Tx, ordinal: c.Ordinal})
 	}
 	a.tables[name] = ts
 	a.known[t.Schema] = true
@@ -955,7 +965,7 @@ func (a *Applier) diagnose(ctx context.Context, pc *pgconn.PgConn, cause error) 
 		case e.rows > 0:
 			for _, row := range e.held {
 				one := e
-				one.xid, one.ordinal, one.rows, one.held = row.xid, row.ordinal, 1, nil
+				one.xid, one.tx, one.ordinal, one.rows, one.held = row.xid, row.tx, row.ordinal, 1, nil
 				one.first, one.n = a.arrayParams([]heldRow{row}, int(e.width))
 				a.queue = append(a.queue, one)
 			}
@@ -1051,12 +1061,12 @@ func (a *Applier) send(ctx context.Context, pc *pgconn.PgConn) error {
 	if i < len(a.queue) {
 		a.failedAt = i
 		e := &a.queue[i]
-		what := fmt.Sprintf("apply %s to %s (xid %d, change %d)", e.op.String(), e.table, e.xid, e.ordinal)
+		what := fmt.Sprintf("apply %s to %s (%s, change %d)", e.op.String(), e.table, txName(e.xid, e.tx), e.ordinal)
 		if e.rows > 1 {
-			what = fmt.Sprintf("apply %s of %d rows to %s (from xid %d, change %d)", e.op.String(), e.rows, e.table, e.xid, e.ordinal)
+			what = fmt.Sprintf("apply %s of %d rows to %s (from %s, change %d)", e.op.String(), e.rows, e.table, txName(e.xid, e.tx), e.ordinal)
 		}
 		if e.kind == entryPrepare {
-			what = fmt.Sprintf("prepare %s of %s for xid %d, change %d", e.op.String(), e.table, e.xid, e.ordinal)
+			what = fmt.Sprintf("prepare %s of %s for %s, change %d", e.op.String(), e.table, txName(e.xid, e.tx), e.ordinal)
 		}
 		return classify(failed, what)
 	}

@@ -53,13 +53,14 @@ type arrays struct {
 type heldRow struct {
 	first   int32
 	xid     uint32
+	tx      string
 	ordinal uint32
 }
 
 // add appends one row's values of the given columns of img.
 func (a *Applier) addRow(arr *arrays, c *chain.Change, cols []int, img []chain.Value) {
 	arr.width = len(cols)
-	arr.rows = append(arr.rows, heldRow{first: int32(len(a.held)), xid: c.XID, ordinal: c.Ordinal})
+	arr.rows = append(arr.rows, heldRow{first: int32(len(a.held)), xid: c.XID, tx: c.Tx, ordinal: c.Ordinal})
 	for _, i := range cols {
 		v := img[i]
 		if v.Kind != chain.ValueText {
@@ -270,7 +271,7 @@ func (ts *tableState) setSQL(shape string, build func() string) string {
 func (a *Applier) queueSet(ts *tableState, text string, count bool, arr *arrays, op chain.Op) {
 	first := arr.rows[0]
 	rows := slices.Clone(arr.rows)
-	e := entry{kind: entryParams, op: op, sql: text, count: count, table: ts.def.QualifiedName(), xid: first.xid, ordinal: first.ordinal,
+	e := entry{kind: entryParams, op: op, sql: text, count: count, table: ts.def.QualifiedName(), xid: first.xid, tx: first.tx, ordinal: first.ordinal,
 		rows: int32(len(rows)), held: rows, width: int32(arr.width)}
 	e.first, e.n = a.arrayParams(rows, arr.width)
 	a.queue = append(a.queue, e)

@@ -134,6 +134,11 @@ func TestForeignTableRestoreAndRetype(t *testing.T) {
 		"bigint", "integer")
 	wantRows(t, conn, `SELECT id, siu, biu::text, extra FROM shop.kinds ORDER BY id`,
 		"1|65535|9223372036854775807|<null>", "2|0|0|<null>", "6|4294967295|18446744073709551615|16777215", "7|0|<null>|<null>")
+	// A failing change of a GTID-named transaction is named by its GTID.
+	err := tryApply(conn, a, chaintest.GTIDTxn("0-1-8", chain.Change{Op: chain.OpInsert, Table: next.QualifiedName(), New: key("\x00")})...)
+	if err == nil || !strings.Contains(err.Error(), "transaction 0-1-8, change 0") {
+		t.Errorf("a NULL key: %v", err)
+	}
 	after := a.Schema().Table("shop.kinds")
 	if after == nil || after.Foreign() || after.Columns[4].Type != "bigint" {
 		t.Fatalf("applier's schema after the change: %+v", after)

@@ -16,7 +16,7 @@ func (a *Applier) Track(c *chain.Change) {
 	if old := a.tables[name]; old != nil {
 		for _, st := range old.stmts {
 			if st.ready || st.queued {
-				a.queue = append(a.queue, entry{kind: entryDeallocate, op: c.Op, sql: st.name, table: name, xid: c.XID, ordinal: c.Ordinal})
+				a.queue = append(a.queue, entry{kind: entryDeallocate, op: c.Op, sql: st.name, table: name, xid: c.XID, tx: c.Tx, ordinal: c.Ordinal})
 			}
 		}
 	}

@@ -128,7 +128,7 @@ func (a *applier) arg(ts *tableState, c *chain.Change, i int, v chain.Value) err
 	col := &ts.cols[i]
 	x, _, err := col.FromChange(col.name, v)
 	if err != nil {
-		return fmt.Errorf("apply %s to %s (xid %d, change %d): %w", c.Op.String(), c.Table, c.XID, c.Ordinal, refuseValue(c.Table, col, err))
+		return fmt.Errorf("apply %s to %s (%s, change %d): %w", c.Op.String(), c.Table, txName(c), c.Ordinal, refuseValue(c.Table, col, err))
 	}
 	a.args = append(a.args, x)
 	return nil
@@ -140,7 +140,7 @@ func (a *applier) exec(ctx context.Context, st *sql.Stmt, c *chain.Change) error
 	clear(a.args)
 	a.args = a.args[:0]
 	if err != nil {
-		return classify(err, fmt.Sprintf("apply %s to %s (xid %d, change %d)", c.Op.String(), c.Table, c.XID, c.Ordinal))
+		return classify(err, fmt.Sprintf("apply %s to %s (%s, change %d)", c.Op.String(), c.Table, txName(c), c.Ordinal))
 	}
 	return nil
 }
@@ -398,11 +398,20 @@ func (a *applier) truncate(ctx context.Context, q execer, c *chain.Change) error
 	for _, name := range c.Tables {
 		ts := a.tables[name]
 		if ts == nil {
-			return fmt.Errorf("apply truncate of %s (xid %d, change %d): table %s has no recorded schema", strings.Join(c.Tables, ", "), c.XID, c.Ordinal, name)
+			return fmt.Errorf("apply truncate of %s (%s, change %d): table %s has no recorded schema", strings.Join(c.Tables, ", "), txName(c), c.Ordinal, name)
 		}
 		if _, err := q.ExecContext(ctx, "DELETE FROM "+ts.rel); err != nil {
-			return classify(err, fmt.Sprintf("apply truncate of %s (xid %d, change %d)", name, c.XID, c.Ordinal))
+			return classify(err, fmt.Sprintf("apply truncate of %s (%s, change %d)", name, txName(c), c.Ordinal))
 		}
 	}
 	return nil
+}
+
+// txName names a change's source transaction in messages: by its opaque
+// ID (a MySQL-family source's GTID) when it has one, else by its XID.
+func txName(c *chain.Change) string {
+	if c.Tx != "" {
+		return "transaction " + c.Tx
+	}
+	return fmt.Sprintf("xid %d", c.XID)
 }

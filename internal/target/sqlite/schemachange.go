@@ -20,7 +20,7 @@ func (a *applier) schemaChange(ctx context.Context, q execer, c *chain.Change) e
 		return err
 	}
 	if err := a.namesBesides(next.def.QualifiedName()).takeTable(next.def); err != nil {
-		return fmt.Errorf("apply schema change of %s (xid %d, change %d): %w", c.Table, c.XID, c.Ordinal, err)
+		return fmt.Errorf("apply schema change of %s (%s, change %d): %w", c.Table, txName(c), c.Ordinal, err)
 	}
 	var stmts []string
 	if old == nil {
@@ -45,7 +45,7 @@ func (a *applier) schemaChange(ctx context.Context, q execer, c *chain.Change) e
 		stmts = rebuildSQL(next.def, live)
 	}
 	if err := execAll(ctx, q, stmts); err != nil {
-		return fmt.Errorf("apply schema change of %s (xid %d, change %d): %w", c.Table, c.XID, c.Ordinal, err)
+		return fmt.Errorf("apply schema change of %s (%s, change %d): %w", c.Table, txName(c), c.Ordinal, err)
 	}
 	if old != nil {
 		if err := fillDefaults(ctx, q, old.def, next.def, next.name); err != nil {

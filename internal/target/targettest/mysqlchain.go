@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/sluicehq/sluice/internal/chain"
@@ -221,6 +222,9 @@ func mysqlChainRefusesOrHolds(t *testing.T, h Harness) {
 	err := applyLinks(t, tgt, s, ch, m)
 	if code := h.Refusal(k, chaintest.MySQLUint64Max); code != "" {
 		requireCode(t, err, code)
+		if !strings.Contains(err.Error(), "transaction 0-1-9") {
+			t.Errorf("the refusal does not name the transaction by its GTID: %v", err)
+		}
 		if rows := readBack(t, tgt, &kinds); len(rows) != 0 {
 			t.Errorf("a refused value left %d rows", len(rows))
 		}
