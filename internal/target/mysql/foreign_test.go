@@ -68,3 +68,30 @@ func TestForeignTableColumnTypes(t *testing.T) {
 		"dec|decimal(65,30)", "bits|longblob", "e|enum('small','medium','large')", "st|set('a','b','c')",
 		"ts|datetime(6)", "tm|varchar(64)", "yr|year(4)", "u|char(36)")
 }
+
+// A label added to a MySQL-family table's ENUM on the source arrives as a
+// schema change, and the target's native ENUM takes it.
+func TestForeignEnumLabelAdded(t *testing.T) {
+	tg := openTarget(t)
+	id := chaintest.MySQLColumn("id", "int(11)", chaintest.KindInt)
+	id.NotNull = true
+	size := func(native string, labels ...string) chain.Column {
+		return chaintest.MySQLColumn("size", native, value.Kind{Name: value.Enum, Labels: labels})
+	}
+	tb := chain.Table{Schema: "shop", Name: "sized", Dialect: chain.DialectMySQL, PrimaryKey: []string{"id"},
+		Columns: []chain.Column{id, size("enum('s','m')", "s", "m")}}
+	s := &chain.Schema{Schemas: []string{"shop"}, Tables: []chain.Table{tb}}
+	restoreEmpty(t, tg, s)
+	next := tb
+	next.Columns = []chain.Column{id, size("enum('s','m','xl')", "s", "m", "xl")}
+	ch, m := chaintest.WriteIncremental(t, chaintest.GTIDTxn("0-1-5",
+		ins(&tb, "1", "m"),
+		chain.Change{Op: chain.OpSchema, Table: next.QualifiedName(), Schema: &next},
+		ins(&next, "2", "xl")), 100)
+	if err := applyOnce(tg, s, ch, m, 1); err != nil {
+		t.Fatal(err)
+	}
+	wantRows(t, tg.db, `SELECT id, size FROM shop__sized ORDER BY id`, "1|m", "2|xl")
+	wantRows(t, tg.db, `SELECT COLUMN_TYPE FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'shop__sized' AND COLUMN_NAME = 'size'`,
+		"enum('s','m','xl')")
+}
