@@ -70,23 +70,14 @@ func (e *engine) Close() {}
 // FullBackup takes a consistent snapshot and commits it as the chain's
 // first full.
 func (e *engine) FullBackup(ctx context.Context, ch *chain.Chain, o source.FullOptions) (*chain.Manifest, error) {
-	if _, err := ch.LoadCatalog(ctx); err == nil {
-		return nil, errcode.New(errcode.ChainExists, "%s already holds a chain", ch.Store())
-	} else if !errcode.Is(err, errcode.ChainNotFound) {
+	if err := source.RefuseExistingChain(ctx, ch); err != nil {
 		return nil, err
 	}
 	m, cleanup, err := e.snapshot(ctx, ch, o, nil)
 	if err != nil {
 		return nil, err
 	}
-	if err := ch.PutManifest(ctx, m); err != nil {
-		cleanup()
-		return nil, err
-	}
-	if err := ch.CommitCatalog(ctx, chain.NewCatalog(m)); err != nil {
-		if errcode.Is(err, errcode.CatalogConflict) {
-			return nil, errcode.Wrap(errcode.ChainExists, err, "another full backup committed to %s first", ch.Store())
-		}
+	if err := source.CommitFirstFull(ctx, ch, m, cleanup); err != nil {
 		return nil, err
 	}
 	return m, nil

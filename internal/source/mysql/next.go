@@ -245,7 +245,7 @@ func (c *capture) query(ctx context.Context, wn *window, e *replication.QueryEve
 		return nil
 	}
 	if m := xaStmt.FindStringSubmatch(q); m != nil {
-		return c.xa(wn, strings.ToLower(m[1]), m[2], m[3] != "", h)
+		return c.xa(wn, strings.ToLower(m[1]), m[2], h)
 	}
 	ours := string(e.Schema) == c.c.database || strings.Contains(q, c.c.database)
 	if m := truncateStmt.FindStringSubmatch(q); m != nil && ours {
@@ -436,7 +436,7 @@ func rowsOp(t replication.EventType) (chain.Op, int) {
 // held the window does not end, so a window's end never lies between an
 // XA transaction's prepare and its outcome. XA COMMIT … ONE PHASE is an
 // ordinary transaction.
-func (c *capture) xa(wn *window, verb, xid string, onePhase bool, h *replication.EventHeader) error {
+func (c *capture) xa(wn *window, verb, xid string, h *replication.EventHeader) error {
 	tx := wn.tx
 	switch verb {
 	case "start", "begin":
@@ -459,23 +459,8 @@ func (c *capture) xa(wn *window, verb, xid string, onePhase bool, h *replication
 	case "prepare":
 		return c.prepared(wn)
 	case "commit":
-		if onePhase {
-			if tx != nil {
-				held := wn.held[xid]
-				delete(wn.held, xid)
-				tx.xa = ""
-				if held != nil {
-					for _, ch := range held.changes {
-						ch.Tx, ch.Ordinal = tx.gtid, tx.ordinal
-						tx.ordinal++
-						if err := c.emit(wn, ch); err != nil {
-							return err
-						}
-					}
-				}
-			}
-			return c.commit(wn, h)
-		}
+		// The changes held since the prepare (or, one phase, since XA
+		// START) are delivered under the commit's GTID.
 		held := wn.held[xid]
 		delete(wn.held, xid)
 		if tx == nil {

@@ -122,9 +122,7 @@ func FullBackup(ctx context.Context, ch *chain.Chain, o FullBackupOptions) (*cha
 	if err := o.defaults(); err != nil {
 		return nil, err
 	}
-	if _, err := ch.LoadCatalog(ctx); err == nil {
-		return nil, errcode.New(errcode.ChainExists, "%s already holds a chain", ch.Store())
-	} else if !errcode.Is(err, errcode.ChainNotFound) {
+	if err := source.RefuseExistingChain(ctx, ch); err != nil {
 		return nil, err
 	}
 
@@ -184,14 +182,7 @@ func FullBackup(ctx context.Context, ch *chain.Chain, o FullBackupOptions) (*cha
 	if o.ChainSlot {
 		m.Source.Slot = slot
 	}
-	if err := ch.PutManifest(ctx, m); err != nil {
-		cleanup()
-		return nil, err
-	}
-	if err := ch.CommitCatalog(ctx, chain.NewCatalog(m)); err != nil {
-		if errcode.Is(err, errcode.CatalogConflict) {
-			return nil, errcode.Wrap(errcode.ChainExists, err, "another full backup committed to %s first", ch.Store())
-		}
+	if err := source.CommitFirstFull(ctx, ch, m, cleanup); err != nil {
 		return nil, err
 	}
 	committed = true
