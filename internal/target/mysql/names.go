@@ -21,9 +21,9 @@ const (
 const maxIdent = 64
 
 // tableName is the MySQL name of a recorded table: the target database is
-// one namespace, so a table of PostgreSQL schema public (or of the source
-// database, for a MySQL source) keeps its name and one of any other schema
-// is named schema__name.
+// one namespace, so a table of PostgreSQL schema public keeps its name and
+// one of any other schema is named schema__name — a MySQL-family source's
+// database included (shop.orders is shop__orders).
 func tableName(t *chain.Table) string { return objectName(t.Schema, t.Name) }
 
 func objectName(schema, name string) string {
