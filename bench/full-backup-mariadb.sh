@@ -58,7 +58,7 @@ logrows=$((ROWS - wide - narrow))
 log "database $DB: $wide wide, $narrow narrow and $logrows keyless rows"
 t0=$(now)
 my '' -e "DROP DATABASE IF EXISTS $DB; CREATE DATABASE $DB CHARACTER SET utf8mb4"
-my "$DB" <<SQL
+my "$DB" >/dev/null <<SQL
 CREATE TABLE wide (id bigint PRIMARY KEY, qty int unsigned, big bigint unsigned, price decimal(14,4), label varchar(64),
   body text, at datetime(6), ts timestamp(6) NULL DEFAULT NULL, d date, tm time(6), y year, active boolean,
   flags bit(8), size enum('s','m','l'), tags set('a','b','c'), attrs json, u uuid, raw varbinary(32), score double);

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
+
 	"github.com/sluicehq/sluice/internal/chain"
 	_ "github.com/sluicehq/sluice/internal/engines" // registers the target engines the readers open
 	"github.com/sluicehq/sluice/internal/readback"
@@ -310,10 +312,13 @@ func masterPos(t *testing.T, db *sql.DB) binlogPos {
 // source's binlog position as of a write to beat: every transaction so far
 // is committed in the chain. While it waits it writes another beat every
 // few seconds, so a producer that ends windows only at a transaction of
-// its database has one; the last beat is covered when it returns.
+// its database has one; the last beat is covered when it returns. It fails
+// at once, with the producer's error, when the producer's workflow ended.
 func waitMariaCaughtUp(t *testing.T, srcDSN, chainURL string, within time.Duration) {
 	t.Helper()
 	db := testenv.MySQLAt(t, srcDSN)
+	cl := temporalClient(t)
+	defer cl.Close()
 	deadline := time.Now().Add(within)
 	var last string
 	for time.Now().Before(deadline) {
@@ -331,6 +336,19 @@ func waitMariaCaughtUp(t *testing.T, srcDSN, chainURL string, within time.Durati
 			if at.atOrAfter(want) {
 				return
 			}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		d, err := cl.DescribeWorkflow(ctx, "producer/"+chainURL, "")
+		cancel()
+		if err != nil || d.RawResponse == nil {
+			continue
+		}
+		if st := d.RawResponse.GetWorkflowExecutionInfo().GetStatus(); st != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			err := cl.GetWorkflow(ctx, "producer/"+chainURL, "").Get(ctx, nil)
+			cancel()
+			t.Fatalf("the producer ended (%s) before it caught up with the source; the chain's tip ends at %q: %v",
+				st, last, err)
 		}
 	}
 	t.Fatalf("the producer did not catch up with the source within %s; the chain's tip ends at %q", within, last)
