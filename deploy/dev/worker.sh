@@ -36,7 +36,16 @@ if curl -fsS "http://$ADMIN/livez" >/dev/null 2>&1; then
 	fi
 fi
 [[ -x bin/sluice-worker ]] || { echo "worker: bin/sluice-worker is missing; run make build" >&2; exit 1; }
-SLUICE_ADMIN_ADDR=$ADMIN setsid nohup bin/sluice-worker >>"$LOG" 2>&1 </dev/null &
+# The worker outlives this script: it must not keep open what the caller
+# had open beyond stdio (a `flock` lock a benchmark or test run holds, say),
+# or that lock would stay held for as long as the worker runs.
+(
+	for fd in /proc/self/fd/*; do
+		fd=${fd##*/}
+		[[ $fd =~ ^[0-9]+$ && $fd -gt 2 ]] && eval "exec $fd>&-" 2>/dev/null
+	done
+	SLUICE_ADMIN_ADDR=$ADMIN exec setsid nohup bin/sluice-worker >>"$LOG" 2>&1 </dev/null
+) &
 echo $! >"$PIDFILE"
 for _ in $(seq 1 100); do
 	if curl -fsS "http://$ADMIN/readyz" >/dev/null 2>&1; then
