@@ -62,7 +62,7 @@ func TestForeignTableColumnTypes(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantRows(t, tg.db, `SELECT COLUMN_NAME, COLUMN_TYPE FROM information_schema.COLUMNS
-		WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'shop__kinds' AND COLUMN_NAME IN ('id','ti','tiu','mi','biu','dec','e','st','yr','tm','ts','u','bits')
+		WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'kinds' AND COLUMN_NAME IN ('id','ti','tiu','mi','biu','dec','e','st','yr','tm','ts','u','bits')
 		ORDER BY ORDINAL_POSITION`,
 		"id|int(10) unsigned", "ti|tinyint(4)", "tiu|tinyint(3) unsigned", "mi|mediumint(9)", "biu|bigint(20) unsigned",
 		"dec|decimal(65,30)", "bits|longblob", "e|enum('small','medium','large')", "st|set('a','b','c')",
@@ -91,7 +91,7 @@ func TestForeignEnumLabelAdded(t *testing.T) {
 	if err := applyOnce(tg, s, ch, m, 1); err != nil {
 		t.Fatal(err)
 	}
-	wantRows(t, tg.db, `SELECT id, size FROM shop__sized ORDER BY id`, "1|m", "2|xl")
-	wantRows(t, tg.db, `SELECT COLUMN_TYPE FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'shop__sized' AND COLUMN_NAME = 'size'`,
+	wantRows(t, tg.db, `SELECT id, size FROM sized ORDER BY id`, "1|m", "2|xl")
+	wantRows(t, tg.db, `SELECT COLUMN_TYPE FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'sized' AND COLUMN_NAME = 'size'`,
 		"enum('s','m','xl')")
 }

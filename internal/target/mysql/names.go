@@ -22,9 +22,15 @@ const maxIdent = 64
 
 // tableName is the MySQL name of a recorded table: the target database is
 // one namespace, so a table of PostgreSQL schema public keeps its name and
-// one of any other schema is named schema__name — a MySQL-family source's
-// database included (shop.orders is shop__orders).
-func tableName(t *chain.Table) string { return objectName(t.Schema, t.Name) }
+// one of any other schema is named schema__name. A MySQL-family source's
+// chain holds one database, so its tables keep their bare names (shop.orders
+// is orders), as a MySQL-to-MySQL copy would name them.
+func tableName(t *chain.Table) string {
+	if t.Dialect == chain.DialectMySQL {
+		return t.Name
+	}
+	return objectName(t.Schema, t.Name)
+}
 
 func objectName(schema, name string) string {
 	if schema == "public" || schema == "" {

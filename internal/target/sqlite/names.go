@@ -32,8 +32,25 @@ func objectName(schema, name string) string {
 	return schema + "__" + name
 }
 
-// tableName is the SQLite name of a recorded table.
-func tableName(t *chain.Table) string { return objectName(t.Schema, t.Name) }
+// tableName is the SQLite name of a recorded table. A MySQL-family
+// source's chain holds one database, so its tables keep their bare names.
+func tableName(t *chain.Table) string {
+	if t.Dialect == chain.DialectMySQL {
+		return t.Name
+	}
+	return objectName(t.Schema, t.Name)
+}
+
+// indexName is the SQLite name of a recorded table's index. MySQL names
+// indexes per table, so a MySQL-family table's index is named after the
+// table (orders__idx_customer), where a PostgreSQL schema's index names
+// are already distinct in their schema.
+func indexName(t *chain.Table, ix string) string {
+	if t.Dialect == chain.DialectMySQL {
+		return t.Name + "__" + ix
+	}
+	return objectName(t.Schema, ix)
+}
 
 // nameOfQualified is the SQLite name of a table known only by its
 // qualified name "schema.name" (a change to a table the schema does not
@@ -105,7 +122,7 @@ func (n nameSet) takeTable(t *chain.Table) error {
 		if indexSkipped(t, ix) != "" {
 			continue
 		}
-		if err := n.take(objectName(t.Schema, ix.Name), fmt.Sprintf("index %s.%s", t.Schema, ix.Name)); err != nil {
+		if err := n.take(indexName(t, ix.Name), fmt.Sprintf("index %s.%s", t.Schema, ix.Name)); err != nil {
 			return err
 		}
 	}

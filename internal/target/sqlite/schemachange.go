@@ -139,7 +139,7 @@ func keptIndexes(t *chain.Table) map[string]chain.Index {
 	m := map[string]chain.Index{}
 	for _, ix := range t.Indexes {
 		if indexSkipped(t, ix) == "" {
-			m[foldName(objectName(t.Schema, ix.Name))] = ix
+			m[foldName(indexName(t, ix.Name))] = ix
 		}
 	}
 	return m
@@ -159,7 +159,7 @@ func alterSQL(old, next *chain.Table) []string {
 	for name, ix := range keptIndexes(old) {
 		n, ok := nextIx[name]
 		if !ok || n.Unique != ix.Unique || !slices.Equal(n.Columns, ix.Columns) {
-			stmts = append(stmts, "DROP INDEX IF EXISTS "+quoteIdent(objectName(old.Schema, ix.Name)))
+			stmts = append(stmts, "DROP INDEX IF EXISTS "+quoteIdent(indexName(old, ix.Name)))
 		}
 	}
 	now := storedByName(next)

@@ -124,7 +124,7 @@ func createIndexSQL(t *chain.Table) []string {
 		if ix.Unique {
 			create = "CREATE UNIQUE INDEX IF NOT EXISTS "
 		}
-		stmts = append(stmts, create+quoteIdent(objectName(t.Schema, ix.Name))+" ON "+quoteIdent(tableName(t))+" ("+strings.Join(cols, ", ")+")")
+		stmts = append(stmts, create+quoteIdent(indexName(t, ix.Name))+" ON "+quoteIdent(tableName(t))+" ("+strings.Join(cols, ", ")+")")
 	}
 	return stmts
 }
