@@ -44,6 +44,12 @@ func (s *sourceFlags) ref() (credentials.DSNRef, error) {
 	if driver != source.DefaultDriver {
 		ref.Driver = driver
 	}
+	// A malformed DSN is refused here rather than by a worker.
+	if tr, err := source.TraitsOf(driver); err == nil && tr.CheckDSN != nil {
+		if err := tr.CheckDSN(s.dsn); err != nil {
+			return ref, err
+		}
+	}
 	return ref, nil
 }
 

@@ -44,12 +44,24 @@ func TestUnknownSourceDriverExitsTwoBeforeTemporal(t *testing.T) {
 	for _, cmd := range [][]string{{"backup", "full"}, {"backup", "incremental"}, {"backup", "stream", "run"}} {
 		args := append(cmd, "--source-driver", "oracle", "--source", "postgres://app@db/app", "--target", t.TempDir())
 		code, _, errOut := runCLI(t, args...)
-		if code != errcode.ExitUsage || !strings.Contains(errOut, string(errcode.ConfigInvalid)) || !strings.Contains(errOut, "use one of postgres") {
+		if code != errcode.ExitUsage || !strings.Contains(errOut, string(errcode.ConfigInvalid)) || !strings.Contains(errOut, "use one of mysql, postgres") {
 			t.Errorf("%s: exit %d, stderr %s", strings.Join(cmd, " "), code, errOut)
 		}
 	}
 	_, out, _ := runCLI(t, "backup", "full", "--help")
-	if !strings.Contains(out, "source engine: postgres") {
+	if !strings.Contains(out, "source engine: mysql, postgres") {
 		t.Errorf("backup full --help does not list the source drivers:\n%s", out)
+	}
+}
+
+// A malformed MySQL-family DSN is refused by the CLI (exit 2) before any
+// workflow starts.
+func TestMalformedMySQLSourceDSNExitsTwoBeforeTemporal(t *testing.T) {
+	cleanEnv(t)
+	for _, dsn := range []string{"mysql://root@db:3306/", "mysql://root@db/app?server_id=0", "mysql://root@db/app?bogus=1", "postgres://root@db/app"} {
+		code, _, errOut := runCLI(t, "backup", "full", "--source-driver", "mariadb", "--source", dsn, "--target", t.TempDir())
+		if code != errcode.ExitUsage || !strings.Contains(errOut, string(errcode.ConfigInvalid)) || strings.Contains(errOut, "started workflow") {
+			t.Errorf("%s: exit %d, stderr %s", dsn, code, errOut)
+		}
 	}
 }

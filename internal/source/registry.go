@@ -21,6 +21,9 @@ type Traits struct {
 	// NotCarried names what a chain of the engine deliberately does not
 	// carry from its source, for restore to report.
 	NotCarried string
+	// CheckDSN, when set, checks a DSN's form without connecting, so the
+	// CLI refuses a malformed one before it starts a workflow.
+	CheckDSN func(dsn string) error
 }
 
 var drivers = registry.New[Opener, Traits]("source", DefaultDriver)

@@ -143,7 +143,9 @@ func replicationError(err error, what string) error {
 	var me *gomysql.MyError
 	if errors.As(err, &me) {
 		switch me.Code {
-		case erSpecificAccess, erDBAccessDenied:
+		case erSpecificAccess, erDBAccessDenied, erAccessDenied:
+			// The same user connects for SQL, so a denied registration or
+			// dump is the missing privilege, not a wrong password.
 			return &errcode.Error{Code: errcode.SourcePrivileges, Err: err, Hint: privilegesHint,
 				Message: "the source user may not read the binlog as a replica (" + what + " needs REPLICATION SLAVE)"}
 		case erMasterFatalReading:

@@ -25,11 +25,14 @@ import (
 const EngineName = "mysql"
 
 // NotCarried is what a MySQL-family chain deliberately does not carry.
-const NotCarried = "column defaults, AUTO_INCREMENT counters, CHECK and FOREIGN KEY constraints, triggers, views, routines and events, users and grants, and DROP TABLE / RENAME TABLE (a dropped or renamed table stays on the target under its old name)"
+const NotCarried = "expression defaults (CURRENT_TIMESTAMP and other functions; constant defaults are carried), AUTO_INCREMENT counters, CHECK and FOREIGN KEY constraints, triggers, views, routines and events, users and grants, and DROP TABLE / RENAME TABLE (a dropped or renamed table stays on the target under its old name)"
 
 func init() {
 	source.Register(EngineName, dsnForm, openEngine, "mariadb")
-	source.RegisterTraits(EngineName, source.Traits{NotCarried: NotCarried})
+	source.RegisterTraits(EngineName, source.Traits{NotCarried: NotCarried, CheckDSN: func(dsn string) error {
+		_, err := parseDSN(dsn)
+		return err
+	}})
 }
 
 // engine is a MySQL-family source. Every operation connects for its own

@@ -81,12 +81,17 @@ func (e *engine) snapshot(ctx context.Context, ch *chain.Chain, o source.FullOpt
 	if err := checkBinlogAccess(ctx, db); err != nil {
 		return nil, nil, err
 	}
-	id, _ := slotServerID(info.Slot)
-	if err := checkServerID(ctx, db, srv, id, ""); err != nil {
-		return nil, nil, err
-	}
-	if err := checkReplication(ctx, e.c, srv, id); err != nil {
-		return nil, nil, err
+	if src == nil {
+		// A new chain's replica ID must be free, and the user must be able
+		// to read the binlog. A rotation's producer holds that ID with its
+		// own capture right now, and has read the binlog all along.
+		id, _ := slotServerID(info.Slot)
+		if err := checkServerID(ctx, db, srv, id, ""); err != nil {
+			return nil, nil, err
+		}
+		if err := checkReplication(ctx, e.c, srv, id); err != nil {
+			return nil, nil, err
+		}
 	}
 
 	conn, err := db.Conn(ctx)

@@ -24,7 +24,6 @@ type querier interface {
 type columnFacts struct {
 	dataType string // DATA_TYPE, lowercase
 	charset  string // CHARACTER_SET_NAME ("" for non-character types)
-	virtual  bool   // a VIRTUAL generated column: not in the binlog's row images on every server
 }
 
 // tableFacts are a recorded table and what the capture checks its binlog
@@ -97,8 +96,14 @@ func readTables(ctx context.Context, q querier, database, table string) (map[str
 	if table != "" {
 		filter, args = " AND t.TABLE_NAME = ?", append(args, table)
 	}
+	var version string
+	if err := queryRow(ctx, q, "SELECT VERSION()", &version); err != nil {
+		return nil, classify(err, "read the source's version")
+	}
+	mariadb := strings.Contains(strings.ToLower(version), "mariadb")
 	rows, err := q.QueryContext(ctx, `SELECT c.TABLE_NAME, c.COLUMN_NAME, c.DATA_TYPE, c.COLUMN_TYPE, c.IS_NULLABLE, c.EXTRA,
-		       COALESCE(c.GENERATION_EXPRESSION, ''), COALESCE(c.CHARACTER_SET_NAME, ''), COALESCE(c.NUMERIC_PRECISION, 0), COALESCE(c.NUMERIC_SCALE, 0)
+		       COALESCE(c.GENERATION_EXPRESSION, ''), COALESCE(c.CHARACTER_SET_NAME, ''), COALESCE(c.NUMERIC_PRECISION, 0), COALESCE(c.NUMERIC_SCALE, 0),
+		       c.COLUMN_DEFAULT
 		  FROM information_schema.COLUMNS c
 		  JOIN information_schema.TABLES t ON t.TABLE_SCHEMA = c.TABLE_SCHEMA AND t.TABLE_NAME = c.TABLE_NAME
 		 WHERE c.TABLE_SCHEMA = ? AND t.TABLE_TYPE = 'BASE TABLE'`+filter+`
@@ -110,7 +115,8 @@ func readTables(ctx context.Context, q querier, database, table string) (map[str
 	for rows.Next() {
 		var tname, cname, dataType, colType, nullable, extra, genExpr, charset string
 		var prec, scale int64
-		if err := rows.Scan(&tname, &cname, &dataType, &colType, &nullable, &extra, &genExpr, &charset, &prec, &scale); err != nil {
+		var def sql.NullString
+		if err := rows.Scan(&tname, &cname, &dataType, &colType, &nullable, &extra, &genExpr, &charset, &prec, &scale, &def); err != nil {
 			rows.Close()
 			return nil, classify(err, "read the source's columns")
 		}
@@ -121,12 +127,13 @@ func readTables(ctx context.Context, q querier, database, table string) (map[str
 		}
 		dataType = strings.ToLower(dataType)
 		k := kindOf(dataType, colType, int(prec), int(scale))
-		tf.table.Columns = append(tf.table.Columns, chain.Column{
-			Name: cname, Type: colType, NotNull: nullable == "NO", Encoding: chain.EncodingText, Kind: &k,
-		})
-		tf.cols = append(tf.cols, columnFacts{dataType: dataType, charset: charset,
-			virtual: strings.Contains(strings.ToUpper(extra), "VIRTUAL")})
-		_ = genExpr
+		col := chain.Column{Name: cname, Type: colType, NotNull: nullable == "NO", Encoding: chain.EncodingText, Kind: &k}
+		facts := columnFacts{dataType: dataType, charset: charset}
+		if genExpr == "" {
+			col.Default = constantDefault(def, extra, mariadb, codec{kind: k, dataType: dataType, bytes: fixedWidth(colType), where: tname + "." + cname})
+		}
+		tf.table.Columns = append(tf.table.Columns, col)
+		tf.cols = append(tf.cols, facts)
 	}
 	if err := rows.Close(); err != nil {
 		return nil, classify(err, "read the source's columns")
@@ -138,6 +145,57 @@ func readTables(ctx context.Context, q querier, database, table string) (map[str
 		return nil, err
 	}
 	return out, nil
+}
+
+// queryRow scans one row of a query on q.
+func queryRow(ctx context.Context, q querier, query string, dest ...any) error {
+	rows, err := q.QueryContext(ctx, query)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	if !rows.Next() {
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		return sql.ErrNoRows
+	}
+	return rows.Scan(dest...)
+}
+
+var numericDefault = regexp.MustCompile(`^-?[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?$`)
+
+// constantDefault is a column's default as the chain records it for a
+// MySQL-family table: a constant, as a quoted literal of its value's
+// PostgreSQL text form ('5', 'abc'), which every target reads
+// (value.ConstantDefault) and a PostgreSQL target takes as SQL. It matters
+// beyond new rows: ALTER TABLE … ADD COLUMN … DEFAULT fills the existing
+// rows without logging them, so a target must fill them the same way.
+// Expressions (CURRENT_TIMESTAMP, functions) and defaults whose value no
+// kind holds are not recorded ("").
+//
+// MariaDB prints a string default quoted and an expression bare; MySQL 8
+// prints a string default bare and flags an expression DEFAULT_GENERATED.
+func constantDefault(def sql.NullString, extra string, mariadb bool, c codec) string {
+	if !def.Valid || strings.EqualFold(def.String, "NULL") || strings.Contains(strings.ToUpper(extra), "DEFAULT_GENERATED") {
+		return ""
+	}
+	lit := def.String
+	switch {
+	case len(lit) >= 2 && lit[0] == '\'' && lit[len(lit)-1] == '\'':
+		lit = strings.ReplaceAll(lit[1:len(lit)-1], "''", "'")
+	case numericDefault.MatchString(lit):
+	case mariadb:
+		return "" // an expression
+	}
+	if c.dataType == "bit" || c.dataType == "set" && lit == "" {
+		return "" // b'…' literals, and the empty set, have no plain text form
+	}
+	text, err := c.fromText([]byte(lit))
+	if err != nil || text == nil {
+		return ""
+	}
+	return "'" + strings.ReplaceAll(string(text), "'", "''") + "'"
 }
 
 // readJSONChecks marks as JSON MariaDB's JSON columns: LONGTEXT with the
