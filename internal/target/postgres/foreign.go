@@ -42,7 +42,7 @@ func nativeSchema(s *chain.Schema) *chain.Schema {
 // nativeTable returns the PostgreSQL table a recorded table is stored as:
 // t itself unless it is foreign, else a new table of the same schema and
 // name whose columns have the PostgreSQL types of their kinds (pgType),
-// no defaults, identities or generated columns (a generated column's
+// only constant defaults, no identities or generated columns (a generated column's
 // expression is the source's SQL, and its values never travel: the column
 // is not stored), the primary key and the indexes on plain columns under
 // names unique in the schema, and no constraints. t is not modified.
@@ -57,9 +57,15 @@ func nativeTable(t *chain.Table) *chain.Table {
 			continue
 		}
 		k := c.NeutralKind()
-		out.Columns = append(out.Columns, chain.Column{
-			Name: c.Name, Type: pgType(k), NotNull: c.NotNull, Encoding: c.Encoding, Kind: &k,
-		})
+		col := chain.Column{Name: c.Name, Type: pgType(k), NotNull: c.NotNull, Encoding: c.Encoding, Kind: &k}
+		// A constant default is a quoted literal of its value's text,
+		// which PostgreSQL takes as it is: it fills the rows that exist
+		// when the column is added, as MySQL's ADD COLUMN did on the
+		// source without logging them.
+		if _, _, ok := value.ConstantDefault(c.Default); ok {
+			col.Default = c.Default
+		}
+		out.Columns = append(out.Columns, col)
 		stored[c.Name] = true
 	}
 	covered := func(cols []string) bool {

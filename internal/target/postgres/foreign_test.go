@@ -153,3 +153,21 @@ func TestForeignTableRestoreAndRetype(t *testing.T) {
 		t.Fatalf("applier's schema after the change: %+v", after)
 	}
 }
+
+// A lane that does not apply a schema change itself tracks it (Track) as
+// this target stores the table, so its set statements cast to PostgreSQL
+// types, never to the source's (bigint(20)[] is not SQL).
+func TestTrackedForeignSchemaChangeIsNative(t *testing.T) {
+	a := NewApplier(nil)
+	tb := chaintest.MySQLKindsTable()
+	a.Track(&chain.Change{Op: chain.OpSchema, Table: tb.QualifiedName(), Schema: &tb})
+	ts := a.tables[tb.QualifiedName()]
+	if ts == nil {
+		t.Fatal("the schema change was not tracked")
+	}
+	for _, c := range ts.cols {
+		if c.Type != pgType(c.NeutralKind()) {
+			t.Errorf("column %s tracked as %q, want %q", c.Name, c.Type, pgType(c.NeutralKind()))
+		}
+	}
+}

@@ -11,7 +11,9 @@ func (a *Applier) Track(c *chain.Change) {
 	if c.Op != chain.OpSchema || c.Schema == nil {
 		return
 	}
-	t := *c.Schema
+	// The change records the table as its source wrote it; a lane tracks
+	// it as this target stores it.
+	t := *nativeTable(c.Schema)
 	name := t.QualifiedName()
 	if old := a.tables[name]; old != nil {
 		for _, st := range old.stmts {
