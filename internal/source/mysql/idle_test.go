@@ -94,6 +94,20 @@ func TestRotationSeam(t *testing.T) {
 	if got := read(rot.EndPosition, ""); len(got) != 1 || got[0] != "I "+f.db+".t 2" {
 		t.Fatalf("after the rotation's anchor: %q", got)
 	}
+	// With nothing written after the anchor, the window bounded before it
+	// still ends (as soon as the stream reaches the anchor, not at Idle).
+	quiet, qcleanup, err := f.src.RotationFull(ctx, f.ch, source.FullOptions{AttemptID: "rot2"}, cat.Source)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer qcleanup()
+	start := time.Now()
+	if got := read(rot.EndPosition, quiet.EndPosition); len(got) != 1 || got[0] != "I "+f.db+".t 2" {
+		t.Fatalf("before a quiet anchor: %q", got)
+	}
+	if waited := time.Since(start); waited > 2*time.Second {
+		t.Fatalf("the window before a quiet anchor took %s: it waited for a transaction after the anchor", waited)
+	}
 	other := newFixture(t, `CREATE TABLE t (id int PRIMARY KEY)`)
 	if _, _, err := other.src.RotationFull(ctx, f.ch, source.FullOptions{AttemptID: "x"}, cat.Source); errcodeOf(err) != "SLUICE-E-SOURCE-MISMATCH" {
 		t.Fatalf("a rotation from another database: %v", err)

@@ -139,6 +139,12 @@ func (c *capture) windowDone(wn *window) bool {
 	if wn.until != nil && c.read.lsn() >= wn.until.lsn() {
 		return true
 	}
+	if wn.before != nil && c.read.lsn() >= wn.before.lsn() {
+		// Every transaction before the bound is delivered: the window
+		// ends there even when nothing follows it yet.
+		c.ended = true
+		return true
+	}
 	return lim.Stop != nil && lim.Stop()
 }
 
