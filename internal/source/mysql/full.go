@@ -282,11 +282,13 @@ func (cp *copier) report() {
 		RawBytes: cp.raw.Load(), StoredBytes: cp.stored.Load()})
 }
 
-// pending is one chunk waiting to be compressed and stored.
+// pending is one chunk waiting to be compressed and stored; its builder
+// goes back to free, its table's pool, once stored.
 type pending struct {
 	table int
 	seq   int
 	b     *chain.RowBuilder
+	free  chan *chain.RowBuilder
 }
 
 // copyAll reads every table in turn on conn and stores its chunks.
@@ -320,6 +322,11 @@ func (cp *copier) copyAll(ctx context.Context, conn *sql.Conn, s *chain.Schema, 
 					cp.mu.Lock()
 					refs[p.table][p.seq] = ref
 					cp.mu.Unlock()
+				}
+				p.b.Reset()
+				select {
+				case p.free <- p.b:
+				default:
 				}
 			}
 		}()
@@ -380,12 +387,22 @@ func (cp *copier) copyTable(ctx context.Context, conn *sql.Conn, idx int, t *cha
 		ptrs[i] = &scanned[i]
 	}
 	vals := make([][]byte, len(cols))
-	next := func() *chain.RowBuilder { return chain.NewRowBuilder(t.QualifiedName(), len(cols)) }
+	// A table's builders are reused for its next chunks, keeping the
+	// buffers they grew.
+	free := make(chan *chain.RowBuilder, cp.o.Parallel+1)
+	next := func() *chain.RowBuilder {
+		select {
+		case b := <-free:
+			return b
+		default:
+			return chain.NewRowBuilder(t.QualifiedName(), len(cols))
+		}
+	}
 	b, seq := next(), 0
 	var n int64
 	flush := func() error {
 		select {
-		case work <- pending{table: idx, seq: seq, b: b}:
+		case work <- pending{table: idx, seq: seq, b: b, free: free}:
 		case <-ctx.Done():
 			return ctx.Err()
 		}
