@@ -5,7 +5,7 @@ export SLUICE_STATE ?= $(HOME)/.local/state/sluice
 export SLUICE_TOOLS ?= $(HOME)/.cache/sluice/bin
 GO ?= go
 
-.PHONY: demo demo-stop bench-apply bench-capture test unit build services stop-services worker stop-worker lint bench bench-full fuzz
+.PHONY: demo demo-stop bench-apply bench-capture test unit build services stop-services worker stop-worker lint bench bench-full fuzz soak
 
 build:
 	$(GO) build -o bin/sluice ./starter
@@ -31,6 +31,12 @@ demo-stop: build
 
 test: services
 	bash deploy/dev/test.sh
+
+# The cross-engine matrix, large: every source × target kill test with ten
+# times CI's workload and kills (about an hour here).
+soak: services
+	source $(SLUICE_STATE)/services.env && SLUICE_SOAK_SCALE=10 SLUICE_REQUIRE_SERVICES=1 \
+		$(GO) test -count=1 -timeout 120m -v -run 'SurvivesWorkerKills' ./integration/
 
 unit:
 	$(GO) test -short ./...

@@ -92,11 +92,11 @@ func mariaSourceSurvivesWorkerKills(t *testing.T, name, driver, dsn string, conc
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	wl := &mariaWorkload{dsn: srcDSN, steps: 300, bigTx: 20_000, pause: 30 * time.Millisecond, signed64: signed64}
+	wl := &mariaWorkload{dsn: srcDSN, steps: 300 * soakScale(), bigTx: 20_000 * soakScale(), pause: 30 * time.Millisecond, signed64: signed64}
 	done := make(chan error, 1)
 	go func() { done <- wl.run(ctx, t) }()
 
-	kills, midApply := killWhileApplying(t, worker, stream, wl, done, 5, func(reset bool) {
+	kills, midApply := killWhileApplying(t, worker, stream, wl, done, 5*soakScale(), func(reset bool) {
 		if reset {
 			run("--reset-target-data", "--yes") // killed before the reset recorded a position
 			return

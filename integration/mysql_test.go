@@ -44,7 +44,7 @@ func TestPostgresToMariaDBSurvivesWorkerKills(t *testing.T) {
 		{"c4", 4, 400, 50_000},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			mariaDBSurvivesWorkerKills(t, tc.name, tc.concurrency, tc.steps, tc.bigTx)
+			mariaDBSurvivesWorkerKills(t, tc.name, tc.concurrency, tc.steps*soakScale(), tc.bigTx*soakScale())
 		})
 	}
 }
@@ -83,7 +83,7 @@ func mariaDBSurvivesWorkerKills(t *testing.T, name string, concurrency, steps, b
 	done := make(chan error, 1)
 	go func() { done <- wl.run(ctx, t) }()
 
-	kills, midApply := killWhileApplying(t, worker, stream, wl, done, 8, func(reset bool) {
+	kills, midApply := killWhileApplying(t, worker, stream, wl, done, 8*soakScale(), func(reset bool) {
 		if reset {
 			run("--reset-target-data", "--yes") // killed before the reset recorded a position
 			return

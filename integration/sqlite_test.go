@@ -49,11 +49,11 @@ func TestPostgresToSQLiteSurvivesWorkerKills(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	wl := &workload{db: src, steps: 600, bigTx: 200_000, pause: 30 * time.Millisecond}
+	wl := &workload{db: src, steps: 600 * soakScale(), bigTx: 200_000 * soakScale(), pause: 30 * time.Millisecond}
 	done := make(chan error, 1)
 	go func() { done <- wl.run(ctx, t) }()
 
-	killWhileApplying(t, worker, stream, wl, done, 8, func(reset bool) {
+	killWhileApplying(t, worker, stream, wl, done, 8*soakScale(), func(reset bool) {
 		if reset {
 			run("--reset-target-data", "--yes") // killed before the reset recorded a position
 			return
