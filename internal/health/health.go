@@ -251,8 +251,11 @@ type Status struct {
 	TablesWithoutReplicaIdentity []string `json:"tables_without_replica_identity,omitempty"`
 }
 
-// WalStatuses lists the values of pg_replication_slots.wal_status.
-var WalStatuses = []string{"reserved", "extended", "unreserved", "lost"}
+// WalStatuses lists the words a source reports for its log position's
+// state: pg_replication_slots.wal_status on PostgreSQL (reserved, extended,
+// unreserved, lost), and a MySQL-family source's binlog (retained; oldest,
+// the next purge takes it; purged).
+var WalStatuses = []string{"reserved", "extended", "unreserved", "lost", "retained", "oldest", "purged"}
 
 // Tracker holds the runs of one worker. Safe for concurrent use; a nil
 // Tracker ignores every report.
