@@ -354,11 +354,18 @@ func binlogHealth(ctx context.Context, db *sql.DB, at position) (source.LogHealt
 	if err := db.QueryRowContext(ctx, "SELECT @@GLOBAL.binlog_expire_logs_seconds").Scan(&expire); err != nil {
 		expire = 0
 	}
-	h.State, h.WalStatus = source.LogOK, "retained"
-	if idx == 0 && expire > 0 && len(files) > 1 {
-		h.State, h.WalStatus = source.LogAtRisk, "oldest"
-	}
+	h.State, h.WalStatus = binlogState(idx, len(files), expire)
 	return h, nil
+}
+
+// binlogState judges the binlog holding the chain's position, the idx-th
+// of the files the server keeps: at risk when it is the oldest of several
+// and binlogs expire (the next purge takes it), ok otherwise.
+func binlogState(idx, files int, expireSeconds int64) (source.LogState, string) {
+	if idx == 0 && expireSeconds > 0 && files > 1 {
+		return source.LogAtRisk, "oldest"
+	}
+	return source.LogOK, "retained"
 }
 
 func checkBinlogAccessErr(err error) error {

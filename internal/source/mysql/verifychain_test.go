@@ -148,3 +148,20 @@ func TestLogHealthOfAPurgedBinlog(t *testing.T) {
 		t.Fatalf("health %+v %v", h, err)
 	}
 }
+
+func TestBinlogState(t *testing.T) {
+	for _, tc := range []struct {
+		idx, files int
+		expire     int64
+		want       source.LogState
+	}{
+		{0, 3, 86400, source.LogAtRisk}, // the oldest, and binlogs expire
+		{1, 3, 86400, source.LogOK},     // an older one goes first
+		{0, 3, 0, source.LogOK},         // nothing expires
+		{0, 1, 86400, source.LogOK},     // the only binlog, being written
+	} {
+		if got, _ := binlogState(tc.idx, tc.files, tc.expire); got != tc.want {
+			t.Errorf("binlog %d of %d, expire %d: %s, want %s", tc.idx, tc.files, tc.expire, got, tc.want)
+		}
+	}
+}
