@@ -12,6 +12,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"strconv"
 	"strings"
@@ -70,6 +71,9 @@ type adminSettings struct {
 	tls   *tls.Config // nil: plain HTTP
 	rate  rate.Limit
 	burst int
+	// pprof serves /debug/pprof/profile and /debug/pprof/heap (protected
+	// like /metrics); off unless SLUICE_ADMIN_PPROF=1.
+	pprof bool
 }
 
 // resolve checks the configuration and reads the token and the certificate.
@@ -77,7 +81,7 @@ type adminSettings struct {
 // SLUICE-E-ADMIN-UNPROTECTED naming what is missing. An empty address
 // disables the endpoint and is not checked further.
 func (c adminConfig) resolve() (adminSettings, error) {
-	s := adminSettings{addr: c.Addr, rate: rate.Limit(c.Rate), burst: c.Burst}
+	s := adminSettings{addr: c.Addr, rate: rate.Limit(c.Rate), burst: c.Burst, pprof: os.Getenv("SLUICE_ADMIN_PPROF") == "1"}
 	if c.Addr == "" {
 		return s, nil
 	}
@@ -238,6 +242,12 @@ func newAdminHandler(s adminSettings, probe readinessProbe, tel *telemetry.Telem
 			w.Header().Set("Content-Type", "application/json")
 			_ = json.NewEncoder(w).Encode(map[string]any{"runs": health.Views(tel.RunStatuses())})
 		}), protected: true},
+	}
+	if s.pprof {
+		// A CPU profile of the worker (?seconds=N) and its heap, for
+		// measuring; off by default.
+		h.routes["/debug/pprof/profile"] = adminRoute{handler: http.HandlerFunc(pprof.Profile), protected: true}
+		h.routes["/debug/pprof/heap"] = adminRoute{handler: pprof.Handler("heap"), protected: true}
 	}
 	return h
 }
