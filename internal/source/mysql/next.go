@@ -37,7 +37,6 @@ type window struct {
 	tx      *openTx
 	held    map[string]*heldXA
 	change  chain.Change
-	rows    []any
 }
 
 // Next captures one window of whole transactions into sink.
