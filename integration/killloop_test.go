@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"math/rand"
+	"sync"
 	"testing"
 	"time"
 
@@ -56,4 +57,31 @@ func killWhileApplying(t *testing.T, worker *ownedWorker, stream string, wl inte
 	}
 	t.Logf("%d of %d kills landed inside an incremental", midApply, kills)
 	return kills, midApply
+}
+
+// stepCounter counts the steps a workload has finished, for the kill loop
+// (killWhileApplying reads progress).
+type stepCounter struct {
+	mu   sync.Mutex
+	done int
+}
+
+// finished records step as done and waits pause before the next one.
+func (c *stepCounter) finished(ctx context.Context, step int, pause time.Duration) error {
+	c.mu.Lock()
+	c.done = step + 1
+	c.mu.Unlock()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(pause):
+		return nil
+	}
+}
+
+// progress returns how many steps are done.
+func (c *stepCounter) progress() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.done
 }

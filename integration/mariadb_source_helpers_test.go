@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -164,8 +163,7 @@ type mariaWorkload struct {
 	pause    time.Duration
 	signed64 bool
 
-	mu   sync.Mutex
-	done int
+	stepCounter
 }
 
 func (w *mariaWorkload) run(ctx context.Context, t *testing.T) error {
@@ -231,22 +229,11 @@ func (w *mariaWorkload) run(ctx context.Context, t *testing.T) error {
 		if err := mariaTx(ctx, conn, stmts); err != nil {
 			return fmt.Errorf("workload step %d: %w", step, err)
 		}
-		w.mu.Lock()
-		w.done = step + 1
-		w.mu.Unlock()
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(w.pause):
+		if err := w.finished(ctx, step, w.pause); err != nil {
+			return err
 		}
 	}
 	return nil
-}
-
-func (w *mariaWorkload) progress() int {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.done
 }
 
 // mariaTx runs statements in one transaction on conn (DDL commits

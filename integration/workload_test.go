@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math/rand"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -38,8 +37,7 @@ type workload struct {
 	bigTx int
 	pause time.Duration
 
-	mu   sync.Mutex
-	done int
+	stepCounter
 }
 
 func (w *workload) run(ctx context.Context, t *testing.T) error {
@@ -99,22 +97,11 @@ func (w *workload) run(ctx context.Context, t *testing.T) error {
 		if _, err := conn.Exec(ctx, "BEGIN; "+strings.Join(sql, "; ")+"; COMMIT"); err != nil {
 			return fmt.Errorf("workload step %d: %w", step, err)
 		}
-		w.mu.Lock()
-		w.done = step + 1
-		w.mu.Unlock()
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(w.pause):
+		if err := w.finished(ctx, step, w.pause); err != nil {
+			return err
 		}
 	}
 	return nil
-}
-
-func (w *workload) progress() int {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.done
 }
 
 // requireSameRows fails unless every table of the source holds the same rows

@@ -1,6 +1,7 @@
 package mysql
 
 import (
+	"cmp"
 	"fmt"
 	"strconv"
 	"strings"
@@ -76,14 +77,7 @@ func comparePositions(a, b string) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	la, lb := pa.lsn(), pb.lsn()
-	switch {
-	case la < lb:
-		return -1, nil
-	case la > lb:
-		return 1, nil
-	}
-	return 0, nil
+	return cmp.Compare(pa.lsn(), pb.lsn()), nil
 }
 
 // positionLSN is a position as the 64 bits change records carry.
