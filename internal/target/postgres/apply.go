@@ -20,8 +20,6 @@ import (
 const (
 	applyBatchStatements = 1000
 	applyBatchBytes      = 8 << 20
-	// sendFlushBytes is how much a flush writes to the connection at a time.
-	sendFlushBytes = 256 << 10
 )
 
 // applierSeq numbers appliers so that the prepared statements of two
@@ -77,7 +75,7 @@ type Applier struct {
 	heldRows  int
 	held      []span
 	heldArena []byte
-	formats   []int16 // of the set statements' parameters (entry.fmt)
+	colBuf    []int
 }
 
 // tableState is the applier's view of one table and its statements.
@@ -141,9 +139,6 @@ type entry struct {
 	rows  int32
 	held  []heldRow
 	width int32
-	cols  []int       // the table's columns the arrays carry
-	ts    *tableState // their table
-	fmt   int32       // where the arrays' formats start in formats
 	// count is st.count for an entryParams.
 	count bool
 }
@@ -904,7 +899,7 @@ func (a *Applier) Flush(ctx context.Context, tx pgx.Tx) error {
 	}
 	clear(a.queue) // drop the references to statements
 	a.queue, a.spans, a.arena = a.queue[:0], a.spans[:0], a.arena[:0]
-	a.held, a.heldArena, a.formats = a.held[:0], a.heldArena[:0], a.formats[:0]
+	a.held, a.heldArena = a.held[:0], a.heldArena[:0]
 	if err != nil {
 		a.err = err
 	}
@@ -971,7 +966,7 @@ func (a *Applier) diagnose(ctx context.Context, pc *pgconn.PgConn, cause error) 
 			for _, row := range e.held {
 				one := e
 				one.xid, one.tx, one.ordinal, one.rows, one.held = row.xid, row.tx, row.ordinal, 1, nil
-				one.first, one.n, one.fmt = a.arrayParams(e.ts, e.cols, []heldRow{row}, int(e.width))
+				one.first, one.n = a.arrayParams([]heldRow{row}, int(e.width))
 				a.queue = append(a.queue, one)
 			}
 			continue
@@ -986,18 +981,8 @@ func (a *Applier) diagnose(ctx context.Context, pc *pgconn.PgConn, cause error) 
 func (a *Applier) send(ctx context.Context, pc *pgconn.PgConn) error {
 	a.failedAt = -1
 	p := pc.StartPipeline(ctx)
-	pending := 0 // parameter bytes queued since the last flush
 	for i := range a.queue {
 		e := &a.queue[i]
-		if pending >= sendFlushBytes {
-			// pgx grows one buffer for all it queues and drops it after
-			// each write: writing every few hundred KiB keeps it small.
-			if err := p.Flush(); err != nil {
-				p.Close()
-				return classify(err, "send changes to the target")
-			}
-			pending = 0
-		}
 		switch e.kind {
 		case entryPrepare:
 			p.SendPrepare(e.st.name, e.st.sql, nil)
@@ -1008,12 +993,11 @@ func (a *Applier) send(ctx context.Context, pc *pgconn.PgConn) error {
 					params = append(params, nil)
 				} else {
 					params = append(params, a.arena[s.off:s.off+s.n:s.off+s.n])
-					pending += int(s.n)
 				}
 			}
 			a.params = params
 			if e.kind == entryParams {
-				p.SendQueryParams(e.sql, params, nil, a.formats[e.fmt:e.fmt+e.n], nil)
+				p.SendQueryParams(e.sql, params, nil, nil, nil)
 			} else {
 				p.SendQueryPrepared(e.st.name, params, nil, nil)
 			}

@@ -1,8 +1,6 @@
 package postgres
 
 import (
-	"encoding/binary"
-	"hash/maphash"
 	"slices"
 	"strconv"
 	"strings"
@@ -25,15 +23,14 @@ const (
 // commute (the broker's session does not fire triggers or foreign keys,
 // session_replication_role replica), so a table's held changes may go
 // after its other changes and the other tables', but never the changes to
-// one row: keys holds a hash of every held row's key, and a change to a
-// row whose key hashes the same queues the group first (a collision only
-// queues it early). A keyless table holds its inserts only.
+// one row: keys holds every held row's key, and a change to one of those
+// rows queues the group first. A keyless table holds its inserts only.
 type group struct {
 	ts      *tableState
 	inserts arrays
 	deletes arrays
 	updates []*updateArrays
-	keys    map[uint64]struct{}
+	keys    map[string]struct{}
 }
 
 // updateArrays are the held updates of one table that set the same
@@ -48,8 +45,7 @@ type updateArrays struct {
 // spans in the applier's arena (so a failed set statement can be sent
 // again a row at a time, see diagnose), and its change, for messages.
 type arrays struct {
-	width int   // values a row
-	cols  []int // of the table's columns, which the values are
+	width int // values a row
 	rows  []heldRow
 }
 
@@ -63,7 +59,7 @@ type heldRow struct {
 
 // add appends one row's values of the given columns of img.
 func (a *Applier) addRow(arr *arrays, c *chain.Change, cols []int, img []chain.Value) {
-	arr.width, arr.cols = len(cols), cols
+	arr.width = len(cols)
 	arr.rows = append(arr.rows, heldRow{first: int32(len(a.held)), xid: c.XID, tx: c.Tx, ordinal: c.Ordinal})
 	for _, i := range cols {
 		v := img[i]
@@ -150,13 +146,13 @@ func (a *Applier) groupOf(ts *tableState) *group {
 			return g
 		}
 	}
-	g := &group{ts: ts, keys: map[uint64]struct{}{}}
+	g := &group{ts: ts, keys: map[string]struct{}{}}
 	a.groups = append(a.groups, g)
 	return g
 }
 
 // holding reports whether ts's group holds the row of key k.
-func (a *Applier) holding(ts *tableState, k uint64) bool {
+func (a *Applier) holding(ts *tableState, k string) bool {
 	for _, g := range a.groups {
 		if g.ts == ts {
 			_, ok := g.keys[k]
@@ -169,10 +165,9 @@ func (a *Applier) holding(ts *tableState, k uint64) bool {
 // hold adds an insert ('I'), a delete ('D') or a key-keeping update ('U',
 // setting the flagged columns) to ts's group.
 func (a *Applier) hold(ts *tableState, c *chain.Change, kind byte, img []chain.Value, set []bool) {
-	var k uint64
-	keyed := len(ts.keys) == 1
-	if keyed {
-		k = keyHash(ts.keys[0], img)
+	k := ""
+	if len(ts.keys) == 1 {
+		k = chain.KeyText(ts.keys[0], img)
 		if a.holding(ts, k) {
 			a.queueTable(ts)
 		}
@@ -203,13 +198,12 @@ func (a *Applier) hold(ts *tableState, c *chain.Change, kind byte, img []chain.V
 					u.set = append(u.set, i)
 				}
 			}
-			u.cols = append(append([]int{}, ts.keys[0]...), u.set...)
 			g.updates = append(g.updates, u)
 		}
 		arr = &u.arrays
-		a.addRow(arr, c, u.cols, c.New)
+		a.addRow(arr, c, append(append(a.colBuf[:0], ts.keys[0]...), u.set...), c.New)
 	}
-	if keyed {
+	if k != "" {
 		g.keys[k] = struct{}{}
 	}
 	a.heldRows++
@@ -278,60 +272,35 @@ func (a *Applier) queueSet(ts *tableState, text string, count bool, arr *arrays,
 	first := arr.rows[0]
 	rows := slices.Clone(arr.rows)
 	e := entry{kind: entryParams, op: op, sql: text, count: count, table: ts.def.QualifiedName(), xid: first.xid, tx: first.tx, ordinal: first.ordinal,
-		rows: int32(len(rows)), held: rows, width: int32(arr.width), cols: arr.cols, ts: ts}
-	e.first, e.n, e.fmt = a.arrayParams(ts, arr.cols, rows, arr.width)
+		rows: int32(len(rows)), held: rows, width: int32(arr.width)}
+	e.first, e.n = a.arrayParams(rows, arr.width)
 	a.queue = append(a.queue, e)
 	arr.reset()
 }
 
-// arrayParams appends, for held rows of width values, one array a column
-// to the arena as the next parameters (cols says of which of ts's
-// columns), and returns where they are and where their formats start in
-// a.formats: binary for the types binaryElement names, else a text literal.
-func (a *Applier) arrayParams(ts *tableState, cols []int, rows []heldRow, width int) (first, n, fmts int32) {
-	first, fmts = int32(len(a.spans)), int32(len(a.formats))
+// arrayParams appends, for held rows of width values, one array literal a
+// column to the arena as the next parameters, and returns where they are.
+func (a *Applier) arrayParams(rows []heldRow, width int) (first, n int32) {
+	first = int32(len(a.spans))
 	for j := 0; j < width; j++ {
 		start := len(a.arena)
-		format := int16(0)
-		if oid := ts.cols[cols[j]].TypeOID; binaryArrays && binaryElement(oid) {
-			var ok bool
-			a.arena, ok = appendBinaryArray(a.arena, oid, len(rows), func(r int) ([]byte, bool) {
-				sp := a.held[int(rows[r].first)+j]
-				if sp.n < 0 {
-					return nil, true
-				}
-				return a.heldArena[sp.off : sp.off+sp.n], false
-			})
-			if ok {
-				format = 1
-			} else {
-				a.arena = a.arena[:start]
+		a.arena = append(a.arena, '{')
+		for r, row := range rows {
+			if r > 0 {
+				a.arena = append(a.arena, ',')
 			}
-		}
-		if format == 0 {
-			a.arena = append(a.arena, '{')
-			for r, row := range rows {
-				if r > 0 {
-					a.arena = append(a.arena, ',')
-				}
-				sp := a.held[int(row.first)+j]
-				var data []byte
-				if sp.n >= 0 {
-					data = a.heldArena[sp.off : sp.off+sp.n]
-				}
-				a.arena = appendElement(a.arena, data, sp.n < 0)
+			sp := a.held[int(row.first)+j]
+			var data []byte
+			if sp.n >= 0 {
+				data = a.heldArena[sp.off : sp.off+sp.n]
 			}
-			a.arena = append(a.arena, '}')
+			a.arena = appendElement(a.arena, data, sp.n < 0)
 		}
+		a.arena = append(a.arena, '}')
 		a.spans = append(a.spans, span{off: int32(start), n: int32(len(a.arena) - start)})
-		a.formats = append(a.formats, format)
 	}
-	return first, int32(width), fmts
+	return first, int32(width)
 }
-
-// binaryArrays sends the arrays of binaryElement's types in binary (the
-// benchmark compares both ways).
-var binaryArrays = true
 
 // forgetGroup drops the group of the table of that qualified name (its
 // definition changed; the group was queued before).
@@ -406,36 +375,15 @@ func (a *Applier) queueHeld(ts *tableState, img, next []chain.Value) {
 		return
 	}
 	key := ts.keys[0]
-	held := a.holding(ts, keyHash(key, img))
+	held := a.holding(ts, chain.KeyText(key, img))
 	if !held && len(next) == len(ts.cols) {
 		carried := true
 		for _, k := range key {
 			carried = carried && next[k].Kind == chain.ValueText
 		}
-		held = carried && a.holding(ts, keyHash(key, next))
+		held = carried && a.holding(ts, chain.KeyText(key, next))
 	}
 	if held {
 		a.queueTable(ts)
 	}
-}
-
-// keySeed seeds keyHash.
-var keySeed = maphash.MakeSeed()
-
-// keyHash hashes the key columns of a row image (each value's length, then
-// its bytes, so that two keys of several columns never run together).
-func keyHash(key []int, img []chain.Value) uint64 {
-	if len(key) == 1 {
-		return maphash.Bytes(keySeed, img[key[0]].Data)
-	}
-	var h maphash.Hash
-	h.SetSeed(keySeed)
-	var n [4]byte
-	for _, k := range key {
-		d := img[k].Data
-		binary.BigEndian.PutUint32(n[:], uint32(len(d)))
-		_, _ = h.Write(n[:])
-		_, _ = h.Write(d)
-	}
-	return h.Sum64()
 }
