@@ -85,6 +85,10 @@ func TestRetentionWithBrokers(t *testing.T) {
 	mustSluice(t, append(q, "sync", "from-backup", "run", "--backup-target", chainURL, "--target", testenv.DSN(dst), "--stream-id", stream,
 		"--reset-target-data", "--yes", "--poll-interval", "300ms", "--detach")...)
 	growRotations(t, src, chainURL, 3, next)
+	// Every row written so far must be in the chain before the producer
+	// stops: a stop ends it after its current window, which on a loaded
+	// machine may close before the last insert commits.
+	waitCaughtUp(t, src, time.Minute)
 	mustSluice(t, append(q, "backup", "stream", "stop", "--target", chainURL)...)
 	waitWorkflowEnd(t, "producer/"+chainURL, time.Minute)
 	waitBrokerAtTip(t, stream, chainURL, nil, time.Minute)
