@@ -69,8 +69,16 @@ func normalize(t *testing.T, k value.Kind, v value.Value) string {
 // derives it.
 func kindOf(c chain.Column) value.Kind { return value.FromPostgres(c.Type, c.TypeOID) }
 
-// expect decodes recorded text rows into normalized renderings.
+// expect decodes recorded text rows into normalized renderings, each
+// column by the kind its PostgreSQL type gives.
 func expect(t *testing.T, tb *chain.Table, rows [][]string) [][]string {
+	t.Helper()
+	return expectBy(t, tb, rows, kindOf)
+}
+
+// expectBy decodes recorded text rows into normalized renderings, each
+// column by kind(column).
+func expectBy(t *testing.T, tb *chain.Table, rows [][]string, kind func(chain.Column) value.Kind) [][]string {
 	t.Helper()
 	out := make([][]string, len(rows))
 	for i, r := range rows {
@@ -79,7 +87,7 @@ func expect(t *testing.T, tb *chain.Table, rows [][]string) [][]string {
 				out[i] = append(out[i], "NULL")
 				continue
 			}
-			k := kindOf(tb.Columns[j])
+			k := kind(tb.Columns[j])
 			v, err := value.DecodePGText(k, []byte(text))
 			if err != nil {
 				t.Fatalf("fixture %s = %q: %v", tb.Columns[j].Name, text, err)

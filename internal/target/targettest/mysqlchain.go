@@ -93,22 +93,7 @@ func readBack(t *testing.T, tgt any, tb *chain.Table) [][]string {
 // expectKinds renders recorded text rows by each column's recorded kind.
 func expectKinds(t *testing.T, tb *chain.Table, rows [][]string) [][]string {
 	t.Helper()
-	out := make([][]string, len(rows))
-	for i, r := range rows {
-		for j, text := range r {
-			if text == "\x00" {
-				out[i] = append(out[i], "NULL")
-				continue
-			}
-			k := tb.Columns[j].NeutralKind()
-			v, err := value.DecodePGText(k, []byte(text))
-			if err != nil {
-				t.Fatalf("fixture %s = %q: %v", tb.Columns[j].Name, text, err)
-			}
-			out[i] = append(out[i], normalize(t, k, v))
-		}
-	}
-	return out
+	return expectBy(t, tb, rows, chain.Column.NeutralKind)
 }
 
 // mysqlChain restores a full recorded from a MySQL-family source (every
