@@ -23,7 +23,10 @@ import (
 // and deletes find the row by its old key. On a keyless table an insert
 // adds a row, and updates and deletes need the whole old row and change
 // exactly one row equal to it. A value the change left unchanged (TOAST)
-// keeps the column as it is.
+// keeps the column as it is. Where batchable allows it, inserts, deletes
+// and key-keeping updates are held back per table and sent as multi-row
+// statements (batch.go); flush sends what is held, and the lane flushes
+// before it commits.
 //
 // An applier is not safe for concurrent use.
 type applier struct {
@@ -33,6 +36,15 @@ type applier struct {
 	keyBuf   []byte
 	setBuf   []bool
 	matchBuf []bool
+	// holdBack lets the applier hold changes back at all: set when the
+	// connection enforces no foreign keys.
+	holdBack bool
+	// groups hold row changes back per table (batch.go).
+	groups    []*group
+	heldRows  int
+	heldBytes int
+	keyText   []byte
+	maskBuf   []byte
 }
 
 // tableState is the applier's view of one table and its statements.
@@ -44,6 +56,10 @@ type tableState struct {
 	keys   [][]int // candidate keys, as indexes into cols
 	insKey []int   // the key an insert arbitrates on; nil for a keyless table
 	stmts  sqlkit.Stmts
+	// batch is 1 when the applier may hold back the table's changes, -1
+	// when it may not, 0 before it asked (batchable).
+	batch int8
+	lead  []int // see leading
 }
 
 func newApplier(schema *chain.Schema, arbiters map[string][]string) *applier {
@@ -94,9 +110,13 @@ func (a *applier) apply(ctx context.Context, q execer, c *chain.Change) error {
 		return a.update(ctx, q, c)
 	case chain.OpDelete:
 		return a.delete(ctx, q, c)
-	case chain.OpTruncate:
-		return a.truncate(ctx, q, c)
-	case chain.OpSchema:
+	case chain.OpTruncate, chain.OpSchema:
+		if err := a.flush(ctx, q); err != nil {
+			return err
+		}
+		if c.Op == chain.OpTruncate {
+			return a.truncate(ctx, q, c)
+		}
 		return a.schemaChange(ctx, q, c)
 	}
 	return fmt.Errorf("apply change: unknown operation %#x", byte(c.Op))
@@ -167,8 +187,21 @@ func (a *applier) insert(ctx context.Context, q execer, c *chain.Change) error {
 			return changeErr(c, "column %s is marked unchanged in an insert", ts.cols[i].name)
 		}
 	}
+	held, err := a.batchable(ctx, q, ts)
+	if err != nil {
+		return err
+	}
+	if held {
+		for i, v := range c.New {
+			if err := a.arg(ts, c, i, v); err != nil {
+				a.dropArgs()
+				return err
+			}
+		}
+		return a.hold(ctx, q, ts, c, func(g *group) *heldRows { return &g.inserts }, ts.insKey)
+	}
 	a.keyBuf = append(a.keyBuf[:0], 'I')
-	st, err := a.statement(ctx, q, ts, func() string { return insertSQL(ts) })
+	st, err := a.statement(ctx, q, ts, func() string { return insertRowsSQL(ts, 1) })
 	if err != nil {
 		return err
 	}
@@ -178,34 +211,6 @@ func (a *applier) insert(ctx context.Context, q execer, c *chain.Change) error {
 		}
 	}
 	return a.exec(ctx, st, c)
-}
-
-// insertSQL inserts a row of every stored column; on a keyed table, a row
-// already there under its key is updated to it instead.
-func insertSQL(ts *tableState) string {
-	names := make([]string, len(ts.cols))
-	for i, c := range ts.cols {
-		names[i] = c.quoted
-	}
-	s := "INSERT INTO " + ts.rel + " (" + strings.Join(names, ", ") + ") VALUES (" + strings.TrimSuffix(strings.Repeat("?, ", len(ts.cols)), ", ") + ")"
-	if ts.insKey == nil {
-		return s
-	}
-	key := make([]string, len(ts.insKey))
-	for i, k := range ts.insKey {
-		key[i] = names[k]
-	}
-	var set []string
-	for i, n := range names {
-		if !slices.Contains(ts.insKey, i) {
-			set = append(set, n+" = excluded."+n)
-		}
-	}
-	s += " ON CONFLICT (" + strings.Join(key, ", ") + ") DO "
-	if len(set) == 0 {
-		return s + "NOTHING"
-	}
-	return s + "UPDATE SET " + strings.Join(set, ", ")
 }
 
 // rowKey chooses the key an update or delete finds its row by, and the
@@ -241,10 +246,24 @@ func (a *applier) update(ctx context.Context, q execer, c *chain.Change) error {
 		return changeErr(c, "no new row image")
 	}
 	if len(ts.keys) == 0 {
+		if err := a.flushTable(ctx, q, ts); err != nil {
+			return err
+		}
 		return a.keylessChange(ctx, q, ts, c)
 	}
 	ki, img, err := ts.rowKey(c)
 	if err != nil {
+		return err
+	}
+	held, err := a.batchable(ctx, q, ts)
+	if err != nil {
+		return err
+	}
+	if held && ki == 0 && chain.SameKey(ts.keys[0], img, c.New) {
+		return a.holdUpdate(ctx, q, ts, c, img)
+	}
+	// A key change goes alone, after what the table holds.
+	if err := a.flushTable(ctx, q, ts); err != nil {
 		return err
 	}
 	set := a.setFlags(c)
@@ -298,6 +317,9 @@ func (a *applier) delete(ctx context.Context, q execer, c *chain.Change) error {
 		return err
 	}
 	if len(ts.keys) == 0 {
+		if err := a.flushTable(ctx, q, ts); err != nil {
+			return err
+		}
 		return a.keylessChange(ctx, q, ts, c)
 	}
 	if c.OldKind == 0 {
@@ -308,6 +330,19 @@ func (a *applier) delete(ctx context.Context, q execer, c *chain.Change) error {
 		return err
 	}
 	key := ts.keys[ki]
+	held, err := a.batchable(ctx, q, ts)
+	if err != nil {
+		return err
+	}
+	if held && ki == 0 {
+		for _, k := range key {
+			if err := a.arg(ts, c, k, img[k]); err != nil {
+				a.dropArgs()
+				return err
+			}
+		}
+		return a.hold(ctx, q, ts, c, func(g *group) *heldRows { return &g.deletes }, ts.leading())
+	}
 	a.keyBuf = append(a.keyBuf[:0], 'D', byte(ki), byte(ki>>8))
 	st, err := a.statement(ctx, q, ts, func() string { return "DELETE FROM " + ts.rel + " WHERE " + keyMatch(ts, key) })
 	if err != nil {

@@ -35,7 +35,12 @@ func (t *Target) OpenLane(ctx context.Context, cfg target.LaneConfig) (target.La
 		conn.Close()
 		return nil, err
 	}
-	return &lane{conn: conn, app: newApplier(cfg.Schema, cfg.Arbiters), cfg: cfg}, nil
+	app := newApplier(cfg.Schema, cfg.Arbiters)
+	if app.holdBack, err = foreignKeysOff(ctx, conn); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	return &lane{conn: conn, app: app, cfg: cfg}, nil
 }
 
 // ensureControlTablesOn creates the control tables through conn unless
@@ -93,12 +98,14 @@ func (l *lane) checkLease(ctx context.Context) error {
 	return l.cfg.Lease(row)
 }
 
-// fail rolls back the open transaction and makes err the lane's own.
+// fail rolls back the open transaction, forgets what the applier held, and
+// makes err the lane's own.
 func (l *lane) fail(ctx context.Context, err error) error {
 	if l.open {
 		rollbackTx(ctx, l.conn)
 		l.open = false
 	}
+	l.app.discard()
 	l.err = err
 	return err
 }
@@ -123,11 +130,20 @@ func (l *lane) Apply(ctx context.Context, c *chain.Change) error {
 }
 
 // Track moves the lane's view of a table past a schema change another lane
-// applied.
-func (l *lane) Track(c *chain.Change) { l.app.track(c) }
+// applied, after sending what the applier holds (rows decoded for the
+// definition before it); when that fails, the lane fails with it.
+func (l *lane) Track(c *chain.Change) {
+	if c.Op == chain.OpSchema && l.err == nil && l.app.holds() {
+		ctx := context.Background()
+		if err := l.app.flush(ctx, l.conn); err != nil {
+			l.fail(ctx, err)
+		}
+	}
+	l.app.track(c)
+}
 
-// Commit writes the marks and, when set, the position (after checking the
-// lease again) and commits; with nothing open and no position it does
+// Commit sends what the applier holds, writes the marks and, when set, the
+// position (after checking the lease again) and commits; with nothing open and no position it does
 // nothing.
 func (l *lane) Commit(ctx context.Context, c target.Commit) error {
 	if l.err != nil {
@@ -138,6 +154,9 @@ func (l *lane) Commit(ctx context.Context, c target.Commit) error {
 	}
 	if err := l.begin(ctx); err != nil {
 		return err
+	}
+	if err := l.app.flush(ctx, l.conn); err != nil {
+		return l.fail(ctx, err)
 	}
 	if err := writeMarks(ctx, l.conn, l.cfg.Stream, c.Marks); err != nil {
 		return l.fail(ctx, err)
@@ -167,8 +186,10 @@ func (l *lane) writePosition(ctx context.Context, c target.Commit) error {
 	return nil
 }
 
-// Close rolls back what is open and releases the lane's connection.
+// Close rolls back what is open (what the applier holds is forgotten)
+// and releases the lane's connection.
 func (l *lane) Close(ctx context.Context) error {
+	l.app.discard()
 	if l.open {
 		rollbackTx(ctx, l.conn)
 		l.open = false

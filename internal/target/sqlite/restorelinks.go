@@ -74,7 +74,11 @@ func (t *Target) ClearRestoreLinks(ctx context.Context, chainID string) error {
 func applyIncremental(ctx context.Context, conn *sql.Conn, ch *chain.Chain, m *chain.Manifest, schema *chain.Schema, progress func(changes int64)) error {
 	a := newApplier(schema, nil)
 	defer a.close()
-	return ch.WalkIncremental(ctx, m, func(c *chain.Change) error {
+	var err error
+	if a.holdBack, err = foreignKeysOff(ctx, conn); err != nil {
+		return err
+	}
+	err = ch.WalkIncremental(ctx, m, func(c *chain.Change) error {
 		if err := a.apply(ctx, conn, c); err != nil {
 			return fmt.Errorf("incremental %s: %w", m.ID, err)
 		}
@@ -85,4 +89,10 @@ func applyIncremental(ctx context.Context, conn *sql.Conn, ch *chain.Chain, m *c
 		}
 		return nil
 	})
+	if err == nil {
+		if err = a.flush(ctx, conn); err != nil {
+			err = fmt.Errorf("incremental %s: %w", m.ID, err)
+		}
+	}
+	return err
 }

@@ -27,6 +27,7 @@ func (a *applier) schemaChange(ctx context.Context, q execer, c *chain.Change) e
 		stmts = append([]string{createTableSQL(next.def, next.name, true)}, createIndexSQL(next.def)...)
 	} else {
 		old.closeStmts()
+		a.forget(old)
 		if !needsRebuild(old.def, next.def) {
 			if err := execAll(ctx, q, alterSQL(old.def, next.def)); err == nil {
 				if err := fillDefaults(ctx, q, old.def, next.def, next.name); err != nil {
@@ -57,7 +58,7 @@ func (a *applier) schemaChange(ctx context.Context, q execer, c *chain.Change) e
 }
 
 // track moves the applier's view of a table past a schema change applied
-// elsewhere, without SQL.
+// elsewhere, without SQL. The caller sends what is held first (flush).
 func (a *applier) track(c *chain.Change) {
 	if c.Op != chain.OpSchema {
 		return
@@ -68,6 +69,7 @@ func (a *applier) track(c *chain.Change) {
 	}
 	if old != nil {
 		old.closeStmts()
+		a.forget(old)
 	}
 	a.tables[next.def.QualifiedName()] = next
 }
