@@ -106,7 +106,7 @@ func (a *Applier) batchable(ts *tableState) bool {
 	if ts.batch != 0 {
 		return ts.batch > 0
 	}
-	ok := len(ts.keys) <= 1 && uniqueIndexes(ts.def) <= 1 && ts.keyIndexed()
+	ok := len(ts.keys) <= 1 && uniqueIndexes(ts.def) <= 1
 	for _, c := range ts.cols {
 		if strings.HasSuffix(c.Type, "]") || c.NeutralKind().Name == value.Array {
 			ok = false
@@ -118,27 +118,6 @@ func (a *Applier) batchable(ts *tableState) bool {
 	}
 	return ok
 }
-
-// keyIndexed reports whether the target has a unique index over the key
-// the set statements find rows by: the live table's key the broker judged
-// is that key, or none was judged (the insert arbiter is then that key,
-// whose index the upserts need). Set statements run with hash and merge
-// joins off (plannerSettings), which without that index would compare
-// every held row with every row of the table.
-func (ts *tableState) keyIndexed() bool {
-	if len(ts.keys) == 0 || ts.arbiter == nil {
-		return true
-	}
-	return len(ts.arbiter) == len(ts.keys[0]) && !slices.ContainsFunc(ts.keys[0], func(k int) bool { return !slices.Contains(ts.arbiter, k) })
-}
-
-// plannerSettings are sent ahead of a batch whose set statements update or
-// delete rows by key (for the rest of the lane's transaction, which runs
-// no other join): the planner, costing the table's pages as if read from
-// disk, would otherwise hash the whole table for a few hundred rows of
-// unnest, where probing the key's index for each is several times
-// cheaper, and ever more so as the table grows.
-var plannerSettings = []string{"SET LOCAL enable_hashjoin = off", "SET LOCAL enable_mergejoin = off"}
 
 // HoldBack lets the applier hold row changes back and send them as set
 // statements, out of the source's order across rows (never within one).

@@ -5,8 +5,6 @@ import (
 	"slices"
 
 	"github.com/jackc/pgx/v5/pgconn"
-
-	"github.com/sluicehq/sluice/internal/chain"
 )
 
 // flight is the batch the applier has sent and whose results it has not
@@ -44,17 +42,9 @@ func (a *Applier) swapFlight() {
 // the next batch. A batch carrying set statements of held rows runs inside
 // a savepoint (see land). No other batch may be in flight.
 func (a *Applier) launch(ctx context.Context, pc *pgconn.PgConn) error {
-	sets, lookups := false, false
+	sets := false
 	for i := range a.queue {
 		sets = sets || a.queue[i].rows > 0
-		lookups = lookups || (a.queue[i].rows > 0 && a.queue[i].op != chain.OpInsert)
-	}
-	if lookups {
-		pre := make([]entry, len(plannerSettings))
-		for i, sql := range plannerSettings {
-			pre[i] = entry{kind: entrySQL, sql: sql, table: "the planner settings"}
-		}
-		a.queue = slices.Insert(a.queue, 0, pre...)
 	}
 	if sets {
 		a.queue = slices.Insert(a.queue, 0, entry{kind: entrySQL, sql: "SAVEPOINT " + setSavepoint, table: "a savepoint"})
