@@ -15,13 +15,11 @@ import (
 	"github.com/sluicehq/sluice/internal/chain"
 )
 
-// Limits of one pipelined batch: Apply sends what is queued and held once
-// any is reached, ahead, without waiting for its results, so the target
-// executes one batch while the applier builds the next.
+// Limits of one pipelined batch: Apply sends the queued statements once
+// either is reached.
 const (
-	aheadChanges         = 4000
 	applyBatchStatements = 1000
-	applyBatchBytes      = 4 << 20
+	applyBatchBytes      = 8 << 20
 )
 
 // applierSeq numbers appliers so that the prepared statements of two
@@ -78,11 +76,6 @@ type Applier struct {
 	held      []span
 	heldArena []byte
 	colBuf    []int
-	// flight is the batch sent ahead whose results are still to be read
-	// (flight.go); heldSince counts the changes queued or held since the
-	// last batch was sent.
-	flight    flight
-	heldSince int
 }
 
 // tableState is the applier's view of one table and its statements.
@@ -276,10 +269,8 @@ func (a *Applier) Apply(ctx context.Context, tx pgx.Tx, c *chain.Change) error {
 	if err != nil {
 		return err
 	}
-	a.heldSince++
-	if a.heldSince >= aheadChanges || len(a.queue) >= applyBatchStatements || len(a.arena)+len(a.heldArena) >= applyBatchBytes {
-		a.heldSince = 0
-		return a.flushAhead(ctx, tx)
+	if len(a.queue) >= applyBatchStatements || len(a.arena) >= applyBatchBytes {
+		return a.Flush(ctx, tx)
 	}
 	return nil
 }
@@ -890,58 +881,59 @@ func alterTableSQL(old, next *tableState) string {
 	return "ALTER TABLE " + old.rel + " " + strings.Join(actions, ", ")
 }
 
-// Flush sends what is queued and held and waits for every result, the
-// batch in flight included. Call it before using tx otherwise (a commit,
-// the marks).
+// Flush sends the queued statements in one pipelined batch and reads their
+// results. Call it before committing tx.
 func (a *Applier) Flush(ctx context.Context, tx pgx.Tx) error {
 	if a.err != nil {
 		return a.err
 	}
-	pc := tx.Conn().PgConn()
-	if err := a.land(ctx, pc); err != nil {
-		return err
-	}
 	a.queueGroups()
 	if len(a.queue) == 0 {
 		return nil
 	}
-	if err := a.launch(ctx, pc); err != nil {
-		return err
+	err := a.sendGuarded(ctx, tx.Conn().PgConn())
+	for i := range a.queue {
+		if a.queue[i].kind == entryPrepare {
+			a.queue[i].st.queued = false
+		}
 	}
-	return a.land(ctx, pc)
-}
-
-// Settle waits for the batch in flight, if any, and returns its error.
-// Call it before the connection is used for anything else (a rollback).
-func (a *Applier) Settle(ctx context.Context, conn *pgx.Conn) error {
-	if !a.flight.active {
-		return nil
-	}
-	err := a.land(ctx, conn.PgConn())
-	if err == nil {
-		err = a.err
+	clear(a.queue) // drop the references to statements
+	a.queue, a.spans, a.arena = a.queue[:0], a.spans[:0], a.arena[:0]
+	a.held, a.heldArena = a.held[:0], a.heldArena[:0]
+	if err != nil {
+		a.err = err
 	}
 	return err
 }
 
-// flushAhead sends what is queued and held without waiting for it, once
-// the batch before it has landed: the target executes one batch while the
-// next is built.
-func (a *Applier) flushAhead(ctx context.Context, tx pgx.Tx) error {
-	pc := tx.Conn().PgConn()
-	if err := a.land(ctx, pc); err != nil {
-		return err
-	}
-	a.queueGroups()
-	if len(a.queue) == 0 {
-		return nil
-	}
-	return a.launch(ctx, pc)
-}
-
-// setSavepoint is the savepoint a batch carrying set statements starts
+// setSavepoint is the savepoint a flush carrying set statements starts
 // with, so that a failed one can be sent again a row at a time.
 const setSavepoint = "sluice_set"
+
+// sendGuarded sends the queue; when it carries set statements of held
+// rows, inside a savepoint, so that when one fails the flush can be rolled
+// back to it and sent again with each set statement split into its rows
+// (diagnose): the error then names the change that failed, as a statement
+// a change would. The savepoint is released after the flush, one
+// subtransaction a flush.
+func (a *Applier) sendGuarded(ctx context.Context, pc *pgconn.PgConn) error {
+	sets := false
+	for i := range a.queue {
+		sets = sets || a.queue[i].rows > 0
+	}
+	if !sets {
+		return a.send(ctx, pc)
+	}
+	missing := a.missing
+	a.queue = slices.Insert(a.queue, 0, entry{kind: entrySQL, sql: "SAVEPOINT " + setSavepoint, table: "a savepoint"})
+	a.queue = append(a.queue, entry{kind: entrySQL, sql: "RELEASE SAVEPOINT " + setSavepoint, table: "a savepoint"})
+	err := a.send(ctx, pc)
+	if err == nil || a.failedAt < 0 || a.queue[a.failedAt].rows == 0 || !diagnosable(err) {
+		return err
+	}
+	a.missing = missing
+	return a.diagnose(ctx, pc, err)
+}
 
 // diagnosable reports whether a failed flush can be rolled back to its
 // savepoint and sent again: the server refused a statement (a broken
@@ -986,18 +978,9 @@ func (a *Applier) diagnose(ctx context.Context, pc *pgconn.PgConn, cause error) 
 	return err
 }
 
-// send sends the queue in one pipeline and waits for its results.
 func (a *Applier) send(ctx context.Context, pc *pgconn.PgConn) error {
+	a.failedAt = -1
 	p := pc.StartPipeline(ctx)
-	if err := a.write(p); err != nil {
-		return err
-	}
-	return a.read(p)
-}
-
-// write sends every queued request through p and syncs; on failure p is
-// closed.
-func (a *Applier) write(p *pgconn.Pipeline) error {
 	for i := range a.queue {
 		e := &a.queue[i]
 		switch e.kind {
@@ -1029,15 +1012,6 @@ func (a *Applier) write(p *pgconn.Pipeline) error {
 		p.Close()
 		return classify(err, "send changes to the target")
 	}
-	return nil
-}
-
-// read reads the results of the queue's requests from p up to their sync
-// point, counts the updates and deletes that found no row, and closes p.
-// A failure names the request it came from and leaves its index in
-// a.failedAt.
-func (a *Applier) read(p *pgconn.Pipeline) error {
-	a.failedAt = -1
 	var failed error
 	i := 0
 	for failed == nil {
@@ -1101,10 +1075,8 @@ func (a *Applier) read(p *pgconn.Pipeline) error {
 
 // Release deallocates the statements the applier prepared on conn. Call it
 // when the applier is no longer used and the connection stays open; conn
-// must not be in the middle of a query; a batch still in flight is waited
-// for first.
+// must not be in the middle of a query.
 func (a *Applier) Release(ctx context.Context, conn *pgx.Conn) error {
-	_ = a.Settle(ctx, conn) // its error was returned by Apply or Flush
 	if len(a.names) == 0 {
 		return nil
 	}

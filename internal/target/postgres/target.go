@@ -256,7 +256,6 @@ func (l *lane) writePosition(ctx context.Context, c target.Commit) error {
 
 func (l *lane) Close(ctx context.Context) error {
 	var errs []error
-	_ = l.applier.Settle(ctx, l.conn) // a batch in flight holds the connection
 	if l.tx != nil {
 		errs = append(errs, l.tx.Rollback(ctx))
 	}
