@@ -16,10 +16,13 @@ import (
 )
 
 // Limits of one pipelined batch: Apply sends the queued statements once
-// either is reached.
+// either is reached. The bytes count the values held back and the
+// parameters queued (a held row's values are in both once its set
+// statement is queued, and pgx copies the batch once more into its write
+// buffer), so they bound a lane's memory whatever the rows' width.
 const (
 	applyBatchStatements = 1000
-	applyBatchBytes      = 8 << 20
+	applyBatchBytes      = 4 << 20
 )
 
 // applierSeq numbers appliers so that the prepared statements of two
@@ -269,7 +272,7 @@ func (a *Applier) Apply(ctx context.Context, tx pgx.Tx, c *chain.Change) error {
 	if err != nil {
 		return err
 	}
-	if len(a.queue) >= applyBatchStatements || len(a.arena) >= applyBatchBytes {
+	if len(a.queue) >= applyBatchStatements || len(a.arena)+len(a.heldArena) >= applyBatchBytes {
 		return a.Flush(ctx, tx)
 	}
 	return nil
