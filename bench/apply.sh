@@ -468,7 +468,7 @@ position_of() {
 	case $1 in
 	sqlite:*) sqlite3 -readonly "${1#sqlite:}" "SELECT json_extract(token, '\$.last_applied') $q" 2>/dev/null ;;
 	mariadb:*) my "${1#mariadb:}" -e "SELECT JSON_VALUE(token, '\$.last_applied') $q" 2>/dev/null ;;
-	*) sql "$1" -c "SELECT token::json->>'last_applied' FROM public.sluice_cdc_state WHERE stream_id = '$2'" 2>/dev/null ;;
+	*) sql "$1" -c "SELECT token::json->>'last_applied' $q" 2>/dev/null ;;
 	esac
 }
 

@@ -59,7 +59,7 @@ type tableState struct {
 	// batch is 1 when the applier may hold back the table's changes, -1
 	// when it may not, 0 before it asked (batchable).
 	batch int8
-	lead  []int // see leading
+	seq   []int // see series
 }
 
 func newApplier(schema *chain.Schema, arbiters map[string][]string) *applier {
@@ -192,11 +192,8 @@ func (a *applier) insert(ctx context.Context, q execer, c *chain.Change) error {
 		return err
 	}
 	if held {
-		for i, v := range c.New {
-			if err := a.arg(ts, c, i, v); err != nil {
-				a.dropArgs()
-				return err
-			}
+		if err := a.gather(ts, c, c.New, ts.series()); err != nil {
+			return err
 		}
 		return a.hold(ctx, q, ts, c, func(g *group) *heldRows { return &g.inserts }, ts.insKey)
 	}
@@ -335,11 +332,8 @@ func (a *applier) delete(ctx context.Context, q execer, c *chain.Change) error {
 		return err
 	}
 	if held && ki == 0 {
-		for _, k := range key {
-			if err := a.arg(ts, c, k, img[k]); err != nil {
-				a.dropArgs()
-				return err
-			}
+		if err := a.gather(ts, c, img, key); err != nil {
+			return err
 		}
 		return a.hold(ctx, q, ts, c, func(g *group) *heldRows { return &g.deletes }, ts.leading())
 	}

@@ -178,11 +178,8 @@ func (a *applier) holdUpdate(ctx context.Context, q execer, ts *tableState, c *c
 	if a.maskBuf, n = sqlkit.AppendMask(a.maskBuf[:0], set); n == 0 {
 		return nil
 	}
-	for _, k := range key {
-		if err := a.arg(ts, c, k, img[k]); err != nil {
-			a.dropArgs()
-			return err
-		}
+	if err := a.gather(ts, c, img, key); err != nil {
+		return err
 	}
 	for i, f := range set {
 		if f {
@@ -199,14 +196,30 @@ func (a *applier) holdUpdate(ctx context.Context, q execer, ts *tableState, c *c
 
 // leading indexes the first len(key) arguments: the key's values, where
 // a delete or an update holds them.
-func (ts *tableState) leading() []int {
-	if ts.lead == nil {
-		ts.lead = make([]int, len(ts.keys[0]))
-		for i := range ts.lead {
-			ts.lead[i] = i
+func (ts *tableState) leading() []int { return ts.series()[:len(ts.keys[0])] }
+
+// series is 0, 1, … len(ts.cols)-1: every column, or every argument of a
+// held insert.
+func (ts *tableState) series() []int {
+	if ts.seq == nil {
+		ts.seq = make([]int, len(ts.cols))
+		for i := range ts.seq {
+			ts.seq[i] = i
 		}
 	}
-	return ts.lead
+	return ts.seq
+}
+
+// gather appends the values at cols of img to the held row's arguments;
+// on a value the target refuses it forgets them all.
+func (a *applier) gather(ts *tableState, c *chain.Change, img []chain.Value, cols []int) error {
+	for _, i := range cols {
+		if err := a.arg(ts, c, i, img[i]); err != nil {
+			a.dropArgs()
+			return err
+		}
+	}
+	return nil
 }
 
 // dropArgs forgets the gathered arguments.

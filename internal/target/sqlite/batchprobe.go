@@ -58,7 +58,7 @@ func canHold(ctx context.Context, q execer, ts *tableState) (bool, error) {
 	if len(pk) > 0 && !sameNames(pk, key) {
 		return false, nil
 	}
-	indexes, err := uniqueIndexNames(ctx, q, ts.name)
+	indexes, err := uniqueIndexNames(ctx, q, ts.name, true)
 	if err != nil {
 		return false, err
 	}
@@ -72,28 +72,6 @@ func canHold(ctx context.Context, q execer, ts *tableState) (bool, error) {
 		}
 	}
 	return true, nil
-}
-
-// uniqueIndexNames lists the UNIQUE indexes of a live table besides its
-// primary key's, partial ones included.
-func uniqueIndexNames(ctx context.Context, q execer, table string) ([]string, error) {
-	rows, err := q.QueryContext(ctx, `SELECT name FROM pragma_index_list(?) WHERE "unique" = 1 AND origin <> 'pk'`, table)
-	if err != nil {
-		return nil, classify(err, "read the indexes of target table "+table)
-	}
-	defer rows.Close()
-	var names []string
-	for rows.Next() {
-		var n string
-		if err := rows.Scan(&n); err != nil {
-			return nil, classify(err, "read the indexes of target table "+table)
-		}
-		names = append(names, n)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, classify(err, "read the indexes of target table "+table)
-	}
-	return names, nil
 }
 
 // sameNames reports whether names, folded, are the set key holds (folded).

@@ -155,22 +155,9 @@ func liveKeys(ctx context.Context, q execer, table string, cols []liveColumn) ([
 		}
 		out = append(out, k)
 	}
-	rows, err := q.QueryContext(ctx, `SELECT name FROM pragma_index_list(?) WHERE "unique" = 1 AND partial = 0 AND origin <> 'pk' ORDER BY name`, table)
+	names, err := uniqueIndexNames(ctx, q, table, false)
 	if err != nil {
-		return nil, classify(err, "read the indexes of target table "+table)
-	}
-	var names []string
-	for rows.Next() {
-		var n string
-		if err := rows.Scan(&n); err != nil {
-			rows.Close()
-			return nil, classify(err, "read the indexes of target table "+table)
-		}
-		names = append(names, n)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, classify(err, "read the indexes of target table "+table)
+		return nil, err
 	}
 	for _, ix := range names {
 		k, ok, err := indexColumns(ctx, q, ix)
@@ -182,6 +169,32 @@ func liveKeys(ctx context.Context, q execer, table string, cols []liveColumn) ([
 		}
 	}
 	return out, nil
+}
+
+// uniqueIndexNames lists, by name, the UNIQUE indexes of a live table
+// besides its primary key's; partial ones only when partial is set.
+func uniqueIndexNames(ctx context.Context, q execer, table string, partial bool) ([]string, error) {
+	query := `SELECT name FROM pragma_index_list(?) WHERE "unique" = 1 AND origin <> 'pk'`
+	if !partial {
+		query += ` AND partial = 0`
+	}
+	rows, err := q.QueryContext(ctx, query+` ORDER BY name`, table)
+	if err != nil {
+		return nil, classify(err, "read the indexes of target table "+table)
+	}
+	defer rows.Close()
+	var names []string
+	for rows.Next() {
+		var n string
+		if err := rows.Scan(&n); err != nil {
+			return nil, classify(err, "read the indexes of target table "+table)
+		}
+		names = append(names, n)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, classify(err, "read the indexes of target table "+table)
+	}
+	return names, nil
 }
 
 // indexColumns reads an index's key columns; ok is false for an index on
