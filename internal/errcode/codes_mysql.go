@@ -13,4 +13,7 @@ var (
 	SourceLogLost = register("SLUICE-E-SOURCE-LOG-LOST", ExitRefused,
 		"The source no longer holds the log file the chain's position is in (MySQL family: the binlog was purged by binlog_expire_logs_seconds or PURGE BINARY LOGS): the changes since the chain's tip are gone.",
 		"The chain cannot continue. Take a new full backup into a new chain, and keep the producer running or raise binlog_expire_logs_seconds so the source keeps the binlog until the chain has read it.")
+	SourceTextLossy = register("SLUICE-E-SOURCE-TEXT-LOSSY", ExitRefused,
+		"The MySQL-family source's catalog shows an ENUM or SET label or a column default with '?' in place of its four-byte characters (MariaDB keeps that text in utf8mb3), and the server gave the exact text no other way; sluice records no '?' in its place. Nothing of it was written.",
+		"The message names each table and column. A NOT NULL column's default is read through a row of its table: insert one (or make the column NULL-able, or its default free of four-byte characters), then run again; a producer that met the column while streaming resumes from its chain once started again. Labels are read with MariaDB's TYPE OF (10.3 and later): on a server without it, keep four-byte characters out of labels.")
 )

@@ -104,9 +104,25 @@ func parseDSN(dsn string) (*conf, error) {
 	c.sql.ParseTime = false
 	c.sql.AllowNativePasswords = true
 	// Every session reads timestamps in UTC and refuses nothing on the
-	// way out; the snapshot sessions set their isolation themselves.
+	// way out; the snapshot sessions set their isolation themselves. Text
+	// comes back in utf8mb4 whatever the server's defaults: a server that
+	// ignores the client's character set at the handshake
+	// (skip-character-set-client-handshake) would otherwise send it in its
+	// own, where four-byte characters read as '?'.
 	c.sql.Params = map[string]string{"time_zone": "'+00:00'"}
+	for k, v := range utf8mb4Session {
+		c.sql.Params[k] = v
+	}
 	return c, nil
+}
+
+// utf8mb4Session are the session settings under which every string
+// between sluice and the server travels as utf8mb4 (the driver's handshake
+// asks for it too, but a server may ignore that).
+var utf8mb4Session = map[string]string{
+	"character_set_client":     "utf8mb4",
+	"character_set_connection": "utf8mb4",
+	"character_set_results":    "utf8mb4",
 }
 
 // connect opens a pool of at most n connections to the source.

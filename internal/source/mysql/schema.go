@@ -112,6 +112,7 @@ func readTables(ctx context.Context, q querier, database, table string) (map[str
 		return nil, classify(err, "read the source's columns")
 	}
 	out := map[string]*tableFacts{}
+	var lossyCols []lossyColumn
 	for rows.Next() {
 		var tname, cname, dataType, colType, nullable, extra, genExpr, charset string
 		var prec, scale int64
@@ -129,14 +130,25 @@ func readTables(ctx context.Context, q querier, database, table string) (map[str
 		k := kindOf(dataType, colType, int(prec), int(scale))
 		col := chain.Column{Name: cname, Type: colType, NotNull: nullable == "NO", Encoding: chain.EncodingText, Kind: &k}
 		facts := columnFacts{dataType: dataType, charset: charset}
-		if genExpr == "" {
-			col.Default = constantDefault(def, extra, mariadb, codec{kind: k, dataType: dataType, bytes: fixedWidth(colType), where: tname + "." + cname})
+		lc := lossyColumn{tf: tf, i: len(tf.table.Columns), c: codec{kind: k, dataType: dataType, bytes: fixedWidth(colType), where: tname + "." + cname}}
+		if lit, ok := defaultLiteral(def, extra, mariadb); ok && genExpr == "" {
+			if lossy(lit, charset) {
+				lc.lit = &lit
+			} else {
+				col.Default = encodeDefault(lit, lc.c)
+			}
 		}
 		tf.table.Columns = append(tf.table.Columns, col)
 		tf.cols = append(tf.cols, facts)
+		if lc.lit != nil || (dataType == "enum" || dataType == "set") && lossy(colType, charset) {
+			lossyCols = append(lossyCols, lc)
+		}
 	}
 	if err := rows.Close(); err != nil {
 		return nil, classify(err, "read the source's columns")
+	}
+	if err := readExactText(ctx, q, database, lossyCols); err != nil {
+		return nil, err
 	}
 	if err := readJSONChecks(ctx, q, database, out); err != nil {
 		return nil, err
@@ -165,20 +177,16 @@ func queryRow(ctx context.Context, q querier, query string, dest ...any) error {
 
 var numericDefault = regexp.MustCompile(`^-?[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?$`)
 
-// constantDefault is a column's default as the chain records it for a
-// MySQL-family table: a constant, as a quoted literal of its value's
-// PostgreSQL text form ('5', 'abc'), which every target reads
-// (value.ConstantDefault) and a PostgreSQL target takes as SQL. It matters
-// beyond new rows: ALTER TABLE … ADD COLUMN … DEFAULT fills the existing
-// rows without logging them, so a target must fill them the same way.
-// Expressions (CURRENT_TIMESTAMP, functions) and defaults whose value no
-// kind holds are not recorded ("").
-//
-// MariaDB prints a string default quoted and an expression bare; MySQL 8
-// prints a string default bare and flags an expression DEFAULT_GENERATED.
-func constantDefault(def sql.NullString, extra string, mariadb bool, c codec) string {
+// defaultLiteral is the value of a constant default as the catalog shows
+// it (COLUMN_DEFAULT, quotes and doubled quotes taken off); ok is false
+// for no default, NULL, and an expression (CURRENT_TIMESTAMP, functions),
+// which the chain does not record. MariaDB prints a string default quoted
+// and an expression bare; MySQL 8 prints a string default bare and flags
+// an expression DEFAULT_GENERATED. Where the text shows a '?' that may
+// stand for a four-byte character, readExactText reads the value again.
+func defaultLiteral(def sql.NullString, extra string, mariadb bool) (string, bool) {
 	if !def.Valid || strings.EqualFold(def.String, "NULL") || strings.Contains(strings.ToUpper(extra), "DEFAULT_GENERATED") {
-		return ""
+		return "", false
 	}
 	lit := def.String
 	switch {
@@ -186,8 +194,19 @@ func constantDefault(def sql.NullString, extra string, mariadb bool, c codec) st
 		lit = strings.ReplaceAll(lit[1:len(lit)-1], "''", "'")
 	case numericDefault.MatchString(lit):
 	case mariadb:
-		return "" // an expression
+		return "", false // an expression
 	}
+	return lit, true
+}
+
+// encodeDefault is a column's constant default, of value lit, as the chain
+// records it for a MySQL-family table: a quoted literal of the value's
+// PostgreSQL text form ('5', 'abc'), which every target reads
+// (value.ConstantDefault) and a PostgreSQL target takes as SQL; "" for a
+// value no kind's text holds. It matters beyond new rows: ALTER TABLE …
+// ADD COLUMN … DEFAULT fills the existing rows without logging them, so a
+// target must fill them the same way.
+func encodeDefault(lit string, c codec) string {
 	if c.dataType == "bit" || c.dataType == "set" && lit == "" {
 		return "" // b'…' literals, and the empty set, have no plain text form
 	}
@@ -312,7 +331,7 @@ func quoteTable(t *chain.Table) string { return quoteName(t.Schema) + "." + quot
 
 var (
 	bitWidth  = regexp.MustCompile(`^bit\((\d+)\)`)
-	enumItems = regexp.MustCompile(`'((?:[^']|'')*)'`)
+	enumItems = regexp.MustCompile(`'((?:[^'\\]|''|\\.)*)'`)
 )
 
 // kindOf is the neutral kind of a column by its DATA_TYPE and COLUMN_TYPE
@@ -373,9 +392,22 @@ func enumLabels(colType string) []string {
 	}
 	var out []string
 	for _, m := range enumItems.FindAllStringSubmatch(colType[open:], -1) {
-		out = append(out, strings.ReplaceAll(m[1], "''", "'"))
+		out = append(out, unquoteLabel(m[1]))
 	}
 	return out
+}
+
+// unquoteLabel is a label as a COLUMN_TYPE quotes it: a quote doubled, a
+// backslash escaped.
+func unquoteLabel(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if (s[i] == '\\' || s[i] == '\'') && i+1 < len(s) {
+			i++
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
 }
 
 // bitBytes is how many bytes a bit(n) column's values take.

@@ -198,14 +198,24 @@ func binlogTypes(dataType string) []byte {
 
 // matches reports whether a table map logs the columns of tf: the same
 // names in the same order, each of a binlog type its DATA_TYPE is logged
-// as, with the same signedness.
+// as, with the same signedness. An enum or set whose recorded labels show
+// a '?' where the map's exact labels differ does not match, so a chain
+// that recorded the catalog's '?' for a four-byte character (sluice did,
+// before it read labels exactly) is given the exact labels again.
 func matches(tf *tableFacts, ev *replication.TableMapEvent) bool {
 	names := ev.ColumnNameString()
 	if len(names) != len(tf.table.Columns) {
 		return false
 	}
 	unsigned := ev.UnsignedMap()
+	enums, sets := ev.EnumStrValueMap(), ev.SetStrValueMap()
 	for i, c := range tf.table.Columns {
+		if logged := labelsIn(enums, sets, i); logged != nil {
+			recorded := enumLabels(c.Type)
+			if slices.ContainsFunc(recorded, func(l string) bool { return strings.Contains(l, "?") }) && !slices.Equal(recorded, logged) {
+				return false
+			}
+		}
 		if names[i] != c.Name || !slices.Contains(binlogTypes(tf.cols[i].dataType), ev.ColumnType[i]) {
 			return false
 		}
@@ -218,6 +228,15 @@ func matches(tf *tableFacts, ev *replication.TableMapEvent) bool {
 		}
 	}
 	return true
+}
+
+// labelsIn are the labels a table map logs for column i, if it is an enum
+// or a set.
+func labelsIn(enums, sets map[int][]string, i int) []string {
+	if l, ok := enums[i]; ok {
+		return l
+	}
+	return sets[i]
 }
 
 // tableFromMap builds a table's definition from its table map alone, for
@@ -264,10 +283,12 @@ func tableFromMap(database string, ev *replication.TableMapEvent) *tableFacts {
 	return tf
 }
 
+// quotedLabels lists labels as a COLUMN_TYPE does: each quoted, a quote
+// doubled and a backslash escaped.
 func quotedLabels(labels []string) string {
 	q := make([]string, len(labels))
 	for i, l := range labels {
-		q[i] = "'" + strings.ReplaceAll(l, "'", "''") + "'"
+		q[i] = "'" + strings.NewReplacer(`\`, `\\`, "'", "''").Replace(l) + "'"
 	}
 	return strings.Join(q, ",")
 }
