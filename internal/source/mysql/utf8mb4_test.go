@@ -162,3 +162,28 @@ func TestShownAs(t *testing.T) {
 		t.Errorf("enum default %q %v", got, ok)
 	}
 }
+
+// Every source session reads text as utf8mb4 even where the server ignores
+// the character set the driver asks for at the handshake (here the
+// handshake asks for latin1, as such a server's defaults would give): a
+// four-byte value is not turned into '?'.
+func TestSessionsReadUTF8MB4(t *testing.T) {
+	f := newFixture(t, `CREATE TABLE v (id int PRIMARY KEY, s varchar(10)) DEFAULT CHARSET=utf8mb4`+";\n"+`INSERT INTO v VALUES (1, 'a🚀')`)
+	c, err := parseDSN(f.dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.sql.Collation = "latin1_swedish_ci"
+	db, err := connect(context.Background(), c, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var cs, s string
+	if err := db.QueryRow(`SELECT @@character_set_results, s FROM v`).Scan(&cs, &s); err != nil {
+		t.Fatal(err)
+	}
+	if cs != "utf8mb4" || s != "a🚀" {
+		t.Fatalf("session character set %s read %q", cs, s)
+	}
+}

@@ -106,10 +106,16 @@ func parseDSN(dsn string) (*mysql.Config, error) {
 	// the marks) are sent with their values in one round trip.
 	cfg.InterpolateParams = true
 	cfg.AllowNativePasswords = true
+	// Text travels as utf8mb4 whatever the server's defaults (a server
+	// started with skip-character-set-client-handshake ignores the
+	// driver's handshake and would turn four-byte characters into '?').
 	cfg.Params = map[string]string{
-		"time_zone":          "'+00:00'",
-		"sql_mode":           "'" + sqlMode + "'",
-		"foreign_key_checks": "0",
+		"time_zone":                "'+00:00'",
+		"sql_mode":                 "'" + sqlMode + "'",
+		"foreign_key_checks":       "0",
+		"character_set_client":     "utf8mb4",
+		"character_set_connection": "utf8mb4",
+		"character_set_results":    "utf8mb4",
 	}
 	return cfg, nil
 }
