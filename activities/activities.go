@@ -128,44 +128,71 @@ func (a *Activities) manifest(ctx context.Context, ch *chain.Chain, id string) (
 	return m, nil
 }
 
-// heartbeat records details() every interval until the returned stop is
-// called, so an activity busy inside one long statement still heartbeats and
-// still learns of a cancellation.
-func (a *Activities) heartbeat(ctx context.Context, details func() any) (stop func()) {
+// pulse is an activity's heartbeat. Activities start it first thing, so a
+// worker that dies while one is still connecting is noticed as soon as one
+// that dies later; it records no details until report names the progress.
+type pulse struct {
+	mu      sync.Mutex
+	details func() any
+	done    chan struct{}
+	exited  chan struct{}
+	once    sync.Once
+}
+
+// heartbeat records details() (nothing, while details is nil) every
+// interval until stop is called, so an activity busy inside one long
+// statement still heartbeats and still learns of a cancellation. Every
+// activity heartbeats: the workflows give each a heartbeat timeout of
+// seconds, which is what lets Temporal retry soon after a worker dies.
+func (a *Activities) heartbeat(ctx context.Context, details func() any) *pulse {
 	every := a.HeartbeatInterval
 	if every <= 0 {
 		every = time.Second
 	}
-	done := make(chan struct{})
-	exited := make(chan struct{})
-	var once sync.Once
+	p := &pulse{details: details, done: make(chan struct{}), exited: make(chan struct{})}
 	go func() {
-		defer close(exited)
+		defer close(p.exited)
 		t := time.NewTicker(every)
 		defer t.Stop()
 		for {
 			select {
-			case <-done:
+			case <-p.done:
 				return
 			case <-ctx.Done():
 				return
 			case <-t.C:
 				select {
-				case <-done:
+				case <-p.done:
 					return // the activity is returning: no heartbeat after it
 				default:
 				}
-				activity.RecordHeartbeat(ctx, details())
+				p.mu.Lock()
+				details := p.details
+				p.mu.Unlock()
+				if details == nil {
+					activity.RecordHeartbeat(ctx)
+				} else {
+					activity.RecordHeartbeat(ctx, details())
+				}
 			}
 		}
 	}()
-	// stop returns once no heartbeat can follow: one recorded after the
-	// activity returned meets a cancelled context and the SDK logs a WARN
-	// for it, which an idle broker would do on every wait.
-	return func() {
-		once.Do(func() { close(done) })
-		<-exited
-	}
+	return p
+}
+
+// report makes every later heartbeat record details().
+func (p *pulse) report(details func() any) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.details = details
+}
+
+// stop returns once no heartbeat can follow: one recorded after the
+// activity returned meets a cancelled context and the SDK logs a WARN for
+// it, which an idle broker would do on every wait.
+func (p *pulse) stop() {
+	p.once.Do(func() { close(p.done) })
+	<-p.exited
 }
 
 // temporalError turns a domain error into what Temporal should see: a coded

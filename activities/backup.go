@@ -51,6 +51,8 @@ type FullBackupResult struct {
 // snapshot; the attempt's chunks go to their own folder, which nothing names
 // unless the attempt commits.
 func (a *Activities) FullBackup(ctx context.Context, p FullBackupParams) (FullBackupResult, error) {
+	hb := a.heartbeat(ctx, nil)
+	defer hb.stop()
 	src, err := openSource(ctx, p.Source, map[string]string{
 		OptionSlotName: p.SlotName, OptionPublication: p.Publication, OptionSetReplicaIdentity: p.SetReplicaIdentity,
 	})
@@ -65,12 +67,11 @@ func (a *Activities) FullBackup(ctx context.Context, p FullBackupParams) (FullBa
 	info := activity.GetInfo(ctx)
 	var mu sync.Mutex
 	var last source.Progress
-	stop := a.heartbeat(ctx, func() any {
+	hb.report(func() any {
 		mu.Lock()
 		defer mu.Unlock()
 		return last
 	})
-	defer stop()
 	var identitySet []source.TableIssue
 	m, err := src.FullBackup(ctx, ch, source.FullOptions{
 		ChainLog:  p.ChainSlot,

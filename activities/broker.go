@@ -69,6 +69,7 @@ func (a *Activities) chainAndTarget(ctx context.Context, store StoreRef, ref cre
 // unsafe. A reset clears the stream's position and marks here, after its
 // checks; the restore that follows is a child workflow.
 func (a *Activities) PrepareBroker(ctx context.Context, p BrokerStartParams) (BrokerStart, error) {
+	defer a.heartbeat(ctx, nil).stop()
 	res, err := a.prepareBroker(ctx, p)
 	return res, a.temporalError(err)
 }
@@ -195,6 +196,7 @@ type InitPositionParams struct {
 // InitBrokerPosition writes the stream's first position after a reset
 // restored the chain through LastApplied.
 func (a *Activities) InitBrokerPosition(ctx context.Context, p InitPositionParams) error {
+	defer a.heartbeat(ctx, nil).stop()
 	tgt, err := openTarget(ctx, p.Target)
 	if err != nil {
 		return a.temporalError(err)
@@ -260,6 +262,8 @@ func (a *Activities) WaitForLinks(ctx context.Context, p WaitParams) (WaitResult
 }
 
 func (a *Activities) waitForLinks(ctx context.Context, p WaitParams) (WaitResult, error) {
+	hb := a.heartbeat(ctx, nil)
+	defer hb.stop()
 	ch, err := a.openChain(ctx, p.Store)
 	if err != nil {
 		return WaitResult{}, err
@@ -273,8 +277,7 @@ func (a *Activities) waitForLinks(ctx context.Context, p WaitParams) (WaitResult
 	// Heartbeats go on while a catalog read blocks on a store that does not
 	// answer (the store client's own timeouts bound it), so the run reads
 	// stalled, not gone, and no second attempt starts beside a blocked one.
-	stop := a.heartbeat(ctx, func() any { return a.runDetails(k, p.Health, map[string]any{"waiting_after": p.After}) })
-	defer stop()
+	hb.report(func() any { return a.runDetails(k, p.Health, map[string]any{"waiting_after": p.After}) })
 	reported := false
 	for {
 		cat, err := ch.LoadCatalog(ctx)
@@ -389,6 +392,8 @@ type BrokerApplyResult struct {
 // and applies one incremental exactly once, resuming from the target's
 // position when a previous attempt stopped inside it.
 func (a *Activities) ApplyBrokerIncremental(ctx context.Context, p BrokerApplyParams) (BrokerApplyResult, error) {
+	hb := a.heartbeat(ctx, nil)
+	defer hb.stop()
 	defer a.Health.Running(brokerKey(p.Stream))()
 	ch, tgt, err := a.chainAndTarget(ctx, p.Store, p.Target)
 	if err != nil {
@@ -407,14 +412,13 @@ func (a *Activities) ApplyBrokerIncremental(ctx context.Context, p BrokerApplyPa
 	var applied atomic.Int64
 	k := brokerKey(p.Stream)
 	a.Health.Configure(k, p.Health)
-	stop := a.heartbeat(ctx, func() any {
+	hb.report(func() any {
 		// An apply in progress is a run whose loop turns with work pending:
 		// if nothing commits for the delivery threshold, the chain is not
 		// advancing (a lock on the target, say), which is not a dead loop.
 		a.Health.Polled(k, true)
 		return a.runDetails(k, p.Health, map[string]any{"incremental": m.ID, "applied": applied.Load()})
 	})
-	defer stop()
 	r, err := apply.ApplyIncremental(ctx, ch, m, schema, tgt, apply.Options{
 		Stream: p.Stream, Owner: owner, Lanes: p.Concurrency, ExpectedLast: p.Link.ExpectedLast, Arbiters: p.Arbiters,
 		Progress: func(n int64) {
@@ -435,15 +439,6 @@ func (a *Activities) ApplyBrokerIncremental(ctx context.Context, p BrokerApplyPa
 	a.Health.Counted(k, r.Applied)
 	a.Health.AppliedLink(k)
 	return BrokerApplyResult{Applied: r.Applied, Skipped: r.Skipped, Resumed: r.Resumed}, nil
-}
-
-// RequestBrokerStop writes a stream's stop marker into the store.
-func (a *Activities) RequestBrokerStop(ctx context.Context, p BrokerParams) error {
-	ch, err := a.openChain(ctx, p.Store)
-	if err != nil {
-		return a.temporalError(err)
-	}
-	return a.temporalError(ch.PutStopMarker(ctx, chain.RoleBroker, p.Stream, chain.StopMarker{RequestedAt: time.Now(), By: "stop signal"}))
 }
 
 // JudgeResult is what the judgment of an incremental found.
@@ -562,6 +557,7 @@ func damagedLink(f chain.Finding) string {
 // JudgeBrokerIncremental is the activity; judgeBrokerIncremental does the work. A failure is the run's
 // health too: it names the stall's cause until a delivery clears it.
 func (a *Activities) JudgeBrokerIncremental(ctx context.Context, p BrokerApplyParams) (JudgeResult, error) {
+	defer a.heartbeat(ctx, nil).stop()
 	r, err := a.judgeBrokerIncremental(ctx, p)
 	a.failed(brokerKey(p.Stream), err)
 	return r, err
@@ -570,6 +566,7 @@ func (a *Activities) JudgeBrokerIncremental(ctx context.Context, p BrokerApplyPa
 // CheckChainForBroker is the activity; checkChainForBroker does the work. A failure is the run's
 // health too: it names the stall's cause until a delivery clears it.
 func (a *Activities) CheckChainForBroker(ctx context.Context, p CheckChainParams) (CheckChainResult, error) {
+	defer a.heartbeat(ctx, nil).stop()
 	r, err := a.checkChainForBroker(ctx, p)
 	a.failed(brokerKey(p.Stream), err)
 	return r, err

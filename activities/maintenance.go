@@ -24,6 +24,7 @@ type PruneParams struct {
 // before anything is deleted, so a retried attempt only finishes the
 // deletes.
 func (a *Activities) PruneChain(ctx context.Context, p PruneParams) (retention.Result, error) {
+	defer a.heartbeat(ctx, nil).stop()
 	ch, err := a.openChain(ctx, p.Store)
 	if err != nil {
 		return retention.Result{}, a.temporalError(err)
@@ -51,6 +52,8 @@ type CompactProgress struct {
 // its own, heartbeating after each. A retried attempt skips the segments
 // an earlier one committed.
 func (a *Activities) CompactChain(ctx context.Context, p CompactParams) (compact.Result, error) {
+	hb := a.heartbeat(ctx, nil)
+	defer hb.stop()
 	ch, err := a.openChain(ctx, p.Store)
 	if err != nil {
 		return compact.Result{}, a.temporalError(err)
@@ -58,8 +61,7 @@ func (a *Activities) CompactChain(ctx context.Context, p CompactParams) (compact
 	info := activity.GetInfo(ctx)
 	var mu sync.Mutex
 	var prog CompactProgress
-	stop := a.heartbeat(ctx, func() any { mu.Lock(); defer mu.Unlock(); return prog })
-	defer stop()
+	hb.report(func() any { mu.Lock(); defer mu.Unlock(); return prog })
 	res, err := compact.Compact(ctx, ch, compact.Options{
 		Smart: p.Smart, KeepReplaced: p.KeepReplaced,
 		AttemptID: fmt.Sprintf("compact-%s-%d", info.WorkflowExecution.RunID, info.Attempt),

@@ -114,6 +114,8 @@ func stopPoller(ctx context.Context, ch *chain.Chain, after time.Time) (poll fun
 // retry resumes from whatever the catalog names, so a window is never
 // committed twice and nothing is skipped.
 func (a *Activities) CaptureWindow(ctx context.Context, p WindowParams) (WindowResult, error) {
+	hb := a.heartbeat(ctx, nil)
+	defer hb.stop()
 	defer a.Health.Running(producerKey(p.Store))()
 	ch, o, err := a.producerOptions(ctx, p.ProducerParams)
 	if err != nil {
@@ -129,8 +131,7 @@ func (a *Activities) CaptureWindow(ctx context.Context, p WindowParams) (WindowR
 	tick := func() { a.Health.Polled(k, false) }
 	slot := func(s source.LogHealth) { a.Health.Slot(k, s.RetainedBytes, s.WalStatus) }
 	identity := a.identityReporter(ctx, k, p.Store.URL)
-	stop := a.heartbeat(ctx, func() any { return a.runDetails(k, p.Health, map[string]any{"stopping": stopped()}) })
-	defer stop()
+	hb.report(func() any { return a.runDetails(k, p.Health, map[string]any{"stopping": stopped()}) })
 	// A keepalive with nothing held is a poll that ended well: a failure of
 	// an earlier attempt (a slot left unconfirmed, a source that did not
 	// answer) no longer holds, though a quiet source delivers nothing.
@@ -162,6 +163,8 @@ func (a *Activities) CaptureWindow(ctx context.Context, p WindowParams) (WindowR
 // RotateSegment closes the tip segment at a new full's anchor and starts a
 // new segment with that full, in one catalog write.
 func (a *Activities) RotateSegment(ctx context.Context, p ProducerParams) (producer.Result, error) {
+	hb := a.heartbeat(ctx, nil)
+	defer hb.stop()
 	defer a.Health.Running(producerKey(p.Store))()
 	ch, o, err := a.producerOptions(ctx, p)
 	if err != nil {
@@ -172,11 +175,10 @@ func (a *Activities) RotateSegment(ctx context.Context, p ProducerParams) (produ
 	// counts as polling, not as a loop that stopped turning.
 	k := producerKey(p.Store)
 	a.Health.Configure(k, p.Health)
-	stop := a.heartbeat(ctx, func() any {
+	hb.report(func() any {
 		a.Health.Polled(k, false)
 		return a.runDetails(k, p.Health, map[string]any{"rotating": true})
 	})
-	defer stop()
 	res, err := producer.Rotate(ctx, ch, o)
 	if err != nil {
 		a.failed(k, err)
@@ -188,6 +190,7 @@ func (a *Activities) RotateSegment(ctx context.Context, p ProducerParams) (produ
 
 // RequestProducerStop writes the producer's stop marker into the store.
 func (a *Activities) RequestProducerStop(ctx context.Context, store StoreRef) error {
+	defer a.heartbeat(ctx, nil).stop()
 	ch, err := a.openChain(ctx, store)
 	if err != nil {
 		return a.temporalError(err)

@@ -48,6 +48,7 @@ type RestoreTable struct {
 // of the chain involves a link on the restore path, and plans the restore:
 // that link's segment full, then the segment's incrementals up to the link.
 func (a *Activities) PlanRestore(ctx context.Context, p PlanRestoreParams) (RestorePlan, error) {
+	defer a.heartbeat(ctx, nil).stop()
 	ch, err := a.openChain(ctx, p.Store)
 	if err != nil {
 		return RestorePlan{}, a.temporalError(err)
@@ -149,6 +150,7 @@ func (a *Activities) openFull(ctx context.Context, p TargetParams) (*chain.Chain
 // PrepareTarget refuses a target whose tables already hold rows (unless
 // Replace) and creates the schemas, types and free sequences the tables need.
 func (a *Activities) PrepareTarget(ctx context.Context, p TargetParams) error {
+	defer a.heartbeat(ctx, nil).stop()
 	_, m, t, err := a.openFull(ctx, p)
 	if err != nil {
 		return a.temporalError(err)
@@ -176,6 +178,8 @@ type LoadProgress struct {
 // LoadTable recreates and loads one table in one target transaction, so a
 // retry redoes only this table and never doubles a row.
 func (a *Activities) LoadTable(ctx context.Context, p LoadTableParams) (int64, error) {
+	hb := a.heartbeat(ctx, nil)
+	defer hb.stop()
 	ch, m, t, err := a.openFull(ctx, p.TargetParams)
 	if err != nil {
 		return 0, a.temporalError(err)
@@ -191,10 +195,9 @@ func (a *Activities) LoadTable(ctx context.Context, p LoadTableParams) (int64, e
 		return 0, a.temporalError(fmt.Errorf("full %s has no table %s", m.ID, p.Table))
 	}
 	var rows, raw atomic.Int64
-	stop := a.heartbeat(ctx, func() any {
+	hb.report(func() any {
 		return LoadProgress{Table: p.Table, Rows: rows.Load(), RawBytes: raw.Load()}
 	})
-	defer stop()
 	n, err := t.LoadTable(ctx, ch, m.Schema, *td, func(r, b int64) {
 		rows.Add(r)
 		raw.Add(b)
@@ -207,6 +210,7 @@ func (a *Activities) LoadTable(ctx context.Context, p LoadTableParams) (int64, e
 
 // FinishTarget adds foreign keys and sets the free sequences' values.
 func (a *Activities) FinishTarget(ctx context.Context, p TargetParams) error {
+	defer a.heartbeat(ctx, nil).stop()
 	_, m, t, err := a.openFull(ctx, p)
 	if err != nil {
 		return a.temporalError(err)
@@ -231,6 +235,8 @@ type ApplyProgress struct {
 // transaction that also records it as applied, so a retry never applies it
 // twice. It returns the number of changes applied (0 when already applied).
 func (a *Activities) ApplyIncremental(ctx context.Context, p ApplyIncrementalParams) (int64, error) {
+	hb := a.heartbeat(ctx, nil)
+	defer hb.stop()
 	ch, err := a.openChain(ctx, p.Store)
 	if err != nil {
 		return 0, a.temporalError(err)
@@ -245,8 +251,7 @@ func (a *Activities) ApplyIncremental(ctx context.Context, p ApplyIncrementalPar
 	}
 	defer t.Close(context.Background())
 	var done atomic.Int64
-	stop := a.heartbeat(ctx, func() any { return ApplyProgress{Incremental: m.ID, Changes: done.Load()} })
-	defer stop()
+	hb.report(func() any { return ApplyProgress{Incremental: m.ID, Changes: done.Load()} })
 	applied, err := t.RestoreIncremental(ctx, ch, p.ChainID, m, schema, func(n int64) { done.Store(n) })
 	if err != nil || !applied {
 		return 0, a.temporalError(err)

@@ -28,6 +28,8 @@ type VerifyProgress struct {
 // snapshot; the outcome names every table that differs. A retry compares
 // afresh.
 func (a *Activities) VerifyTables(ctx context.Context, p VerifyParams) (verify.Outcome, error) {
+	hb := a.heartbeat(ctx, nil)
+	defer hb.stop()
 	src, err := openSource(ctx, p.Source, nil)
 	if err != nil {
 		return verify.Outcome{}, a.temporalError(err)
@@ -40,8 +42,7 @@ func (a *Activities) VerifyTables(ctx context.Context, p VerifyParams) (verify.O
 	defer dst.Close(context.Background())
 	var mu sync.Mutex
 	var prog VerifyProgress
-	stop := a.heartbeat(ctx, func() any { mu.Lock(); defer mu.Unlock(); return prog })
-	defer stop()
+	hb.report(func() any { mu.Lock(); defer mu.Unlock(); return prog })
 	out, err := verify.Run(ctx, src, dst, verify.Options{Depth: p.Depth, Filter: p.Filter, Progress: func(done, total int, table string) {
 		mu.Lock()
 		prog = VerifyProgress{TablesDone: done, TablesTotal: total, Table: table}
@@ -62,6 +63,8 @@ type WaitBrokerParams struct {
 // applied the chain's newest incremental as of the start, heartbeating
 // where it stands.
 func (a *Activities) WaitBrokerAtTip(ctx context.Context, p WaitBrokerParams) (verify.BrokerAt, error) {
+	hb := a.heartbeat(ctx, nil)
+	defer hb.stop()
 	ch, tgt, err := a.chainAndTarget(ctx, p.Store, p.Target)
 	if err != nil {
 		return verify.BrokerAt{}, a.temporalError(err)
@@ -69,8 +72,7 @@ func (a *Activities) WaitBrokerAtTip(ctx context.Context, p WaitBrokerParams) (v
 	defer tgt.Close(context.Background())
 	var mu sync.Mutex
 	var at verify.BrokerAt
-	stop := a.heartbeat(ctx, func() any { mu.Lock(); defer mu.Unlock(); return at })
-	defer stop()
+	hb.report(func() any { mu.Lock(); defer mu.Unlock(); return at })
 	res, err := verify.WaitBroker(ctx, ch, tgt.State(), p.Stream, p.Timeout, time.Second, func(b verify.BrokerAt) {
 		mu.Lock()
 		at = b

@@ -73,7 +73,7 @@ type BrokerResult struct {
 func brokerApplyActivity(ctx workflow.Context, id string) workflow.Context {
 	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: 24 * time.Hour,
-		HeartbeatTimeout:    10 * time.Second,
+		HeartbeatTimeout:    HeartbeatTimeout,
 		// A cancelled run ends only once the apply has stopped, so nothing
 		// of it commits after the run reported where it stopped.
 		WaitForCancellation: true,
@@ -87,7 +87,7 @@ func brokerApplyActivity(ctx workflow.Context, id string) workflow.Context {
 func waitActivity(ctx workflow.Context) workflow.Context {
 	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: 30 * time.Minute,
-		HeartbeatTimeout:    30 * time.Second,
+		HeartbeatTimeout:    HeartbeatTimeout,
 		Summary:             "wait for new links",
 		RetryPolicy: &temporal.RetryPolicy{
 			InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second, MaximumAttempts: 5,

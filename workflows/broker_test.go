@@ -154,6 +154,7 @@ func newLoggedEnv(t *testing.T) (*testsuite.TestWorkflowEnvironment, *activities
 	env := s.NewTestWorkflowEnvironment()
 	acts := &activities.Activities{}
 	env.RegisterActivity(acts)
+	recordSchedules(env)
 	t.Cleanup(func() { env.AssertExpectations(t) })
 	return env, acts, logs
 }

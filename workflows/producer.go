@@ -86,7 +86,7 @@ func windowActivity(ctx workflow.Context) workflow.Context {
 		StartToCloseTimeout: 24 * time.Hour,
 		// Windows heartbeat every second; a worker that died is noticed
 		// within this and its window retried on another.
-		HeartbeatTimeout: 10 * time.Second,
+		HeartbeatTimeout: HeartbeatTimeout,
 		Summary:          "capture and commit one window",
 		RetryPolicy: &temporal.RetryPolicy{
 			InitialInterval:    time.Second,

@@ -35,7 +35,7 @@ func VerifyWorkflow(ctx workflow.Context, in VerifyInput) (VerifyResult, error) 
 		var at verify.BrokerAt
 		wctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 			StartToCloseTimeout: in.WaitTimeout + 5*time.Minute,
-			HeartbeatTimeout:    30 * time.Second,
+			HeartbeatTimeout:    HeartbeatTimeout,
 			Summary:             "wait for broker " + in.WaitBroker + " to reach the chain's tip",
 		})
 		if err := workflow.ExecuteActivity(wctx, a.WaitBrokerAtTip, activities.WaitBrokerParams{

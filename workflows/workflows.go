@@ -27,12 +27,20 @@ var (
 // a is used only to name activity methods; workflows never call it directly.
 var a *activities.Activities
 
+// HeartbeatTimeout is how long Temporal waits for an activity's next
+// heartbeat before it gives the attempt up and retries it. Every activity
+// heartbeats each second while it runs, so this, plus the first retry's
+// backoff (at most two seconds), bounds how long an attempt on a worker that
+// died holds its run: the next attempt is scheduled within 12 s and starts
+// as soon as a worker polls the task queue.
+const HeartbeatTimeout = 10 * time.Second
+
 // longActivity returns options for an activity that runs as long as the data
 // needs and heartbeats while it does.
 func longActivity(ctx workflow.Context, summary string, attempts int32) workflow.Context {
 	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: 48 * time.Hour,
-		HeartbeatTimeout:    time.Minute,
+		HeartbeatTimeout:    HeartbeatTimeout,
 		Summary:             summary,
 		RetryPolicy: &temporal.RetryPolicy{
 			InitialInterval:    2 * time.Second,
@@ -43,10 +51,14 @@ func longActivity(ctx workflow.Context, summary string, attempts int32) workflow
 	})
 }
 
-// shortActivity returns options for a quick metadata activity.
+// shortActivity returns options for a metadata activity: usually quick, but
+// reading a long chain or judging a large incremental can take minutes, so it
+// heartbeats like the others and a dead worker's attempt is retried after
+// HeartbeatTimeout; StartToCloseTimeout only bounds an attempt that hangs.
 func shortActivity(ctx workflow.Context, summary string) workflow.Context {
 	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: 10 * time.Minute,
+		HeartbeatTimeout:    HeartbeatTimeout,
 		Summary:             summary,
 		RetryPolicy: &temporal.RetryPolicy{
 			InitialInterval:    time.Second,
