@@ -5,7 +5,7 @@ export SLUICE_STATE ?= $(HOME)/.local/state/sluice
 export SLUICE_TOOLS ?= $(HOME)/.cache/sluice/bin
 GO ?= go
 
-.PHONY: demo demo-stop bench-apply bench-capture test unit build services stop-services worker stop-worker lint bench bench-full fuzz soak
+.PHONY: demo demo-stop demo-clean bench-apply bench-capture test unit build services stop-services worker stop-worker lint bench bench-full fuzz soak
 
 build:
 	$(GO) build -o bin/sluice ./starter
@@ -28,6 +28,9 @@ demo: worker
 
 demo-stop: build
 	bash deploy/dev/demo.sh stop
+
+demo-clean: build
+	bash deploy/dev/demo.sh clean
 
 test: services
 	bash deploy/dev/test.sh

@@ -5,19 +5,24 @@
 # and into an SQLite file — all as Temporal workflows you can watch in the UI.
 #   demo.sh        start it all (again: it starts over)
 #   demo.sh stop   stop the workload, let producer and broker catch up, stop
-#                  them, and compare the two databases
+#                  them, compare the databases, and drop the chain's
+#                  replication slot, so nothing holds WAL on the cluster
+#   demo.sh clean  stop everything the demo runs and remove all it made: the
+#                  slot, both databases, the chain folder and the SQLite file
+# SLUICE_DEMO_DB names the source database (the replica is its name plus
+# _replica, the broker streams are named after it); SLUICE_BIN the CLI.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 SLUICE_STATE=${SLUICE_STATE:-$HOME/.local/state/sluice}
 PG=${SLUICE_DEMO_PG:-postgres://postgres@127.0.0.1:5432}
-SRC_DB=sluice_demo
-DST_DB=sluice_demo_replica
+SRC_DB=${SLUICE_DEMO_DB:-sluice_demo}
+DST_DB=${SRC_DB}_replica
 CHAIN=file://$SLUICE_STATE/demo/chain
-STREAM=demo
-SQLITE_STREAM=demo-sqlite
+STREAM=${SRC_DB#sluice_}
+SQLITE_STREAM=$STREAM-sqlite
 SQLITE_FILE=$SLUICE_STATE/demo/replica.db
 WORKLOAD_PID=$SLUICE_STATE/demo/workload.pid
-SLUICE=bin/sluice
+SLUICE=${SLUICE_BIN:-bin/sluice}
 SRC="$PG/$SRC_DB?sslmode=disable"
 DST="$PG/$DST_DB?sslmode=disable"
 
@@ -34,6 +39,44 @@ stop_workload() {
 
 # running ID: true while the workflow ID has a running execution.
 running() { $SLUICE "$@" >/dev/null 2>&1; }
+
+# stop_runs: ask the producer and both brokers to stop, and wait until none
+# of them runs any more.
+stop_runs() {
+	$SLUICE backup stream stop --target "$CHAIN" >/dev/null 2>&1 || true
+	$SLUICE sync from-backup stop --backup-target "$CHAIN" --stream-id "$STREAM" >/dev/null 2>&1 || true
+	$SLUICE sync from-backup stop --backup-target "$CHAIN" --stream-id "$SQLITE_STREAM" >/dev/null 2>&1 || true
+	wait_ended
+}
+
+# wait_ended: until neither the producer nor a broker of the demo runs.
+wait_ended() {
+	for _ in $(seq 1 120); do
+		running backup stream status --target "$CHAIN" || running sync from-backup status --stream-id "$STREAM" ||
+			running sync from-backup status --stream-id "$SQLITE_STREAM" || return 0
+		sleep 0.5
+	done
+}
+
+# drop_slots: drop the replication slots on the demo's source database once
+# no walsender holds them (the producer's ends with its run). A slot left
+# behind keeps every WAL segment of the whole cluster from then on.
+drop_slots() {
+	local slots
+	for _ in $(seq 1 60); do
+		[[ -z $(psql_admin -c "SELECT slot_name FROM pg_replication_slots WHERE database = '$SRC_DB' AND active") ]] && break
+		sleep 0.5
+	done
+	slots=$(psql_admin -c "SELECT slot_name FROM pg_replication_slots WHERE database = '$SRC_DB' AND NOT active")
+	for s in $slots; do
+		psql_admin -c "SELECT pg_drop_replication_slot('$s')" >/dev/null &&
+			say "dropped the replication slot $s on $SRC_DB (left behind, it would hold WAL for the whole cluster)"
+	done
+	if [[ -n $(psql_admin -c "SELECT slot_name FROM pg_replication_slots WHERE database = '$SRC_DB'") ]]; then
+		say "a replication slot on $SRC_DB is still in use: see SELECT * FROM pg_replication_slots"
+		return 1
+	fi
+}
 
 compare() {
 	local status=0 q a b t
@@ -86,30 +129,36 @@ if [[ ${1:-} == stop ]]; then
 	say "waiting for the brokers to apply the last incremental"
 	wait_applied $STREAM
 	wait_applied $SQLITE_STREAM
-	$SLUICE sync from-backup stop --backup-target "$CHAIN" --stream-id $STREAM || true
-	$SLUICE sync from-backup stop --backup-target "$CHAIN" --stream-id $SQLITE_STREAM || true
+	$SLUICE sync from-backup stop --backup-target "$CHAIN" --stream-id "$STREAM" || true
+	$SLUICE sync from-backup stop --backup-target "$CHAIN" --stream-id "$SQLITE_STREAM" || true
+	wait_ended
 	say "comparing $SRC_DB with $DST_DB"
 	status=0
 	compare || status=1
 	say "comparing $SRC_DB with $SQLITE_FILE"
 	compare_sqlite || status=1
+	drop_slots || status=1
+	say "the databases and the chain stay for you to look at; make demo-clean removes them"
 	exit $status
+fi
+
+if [[ ${1:-} == clean ]]; then
+	stop_workload
+	stop_runs
+	drop_slots
+	psql_admin -c "DROP DATABASE IF EXISTS $SRC_DB WITH (FORCE)" -c "DROP DATABASE IF EXISTS $DST_DB WITH (FORCE)"
+	rm -rf "$SLUICE_STATE/demo"
+	say "removed $SRC_DB, $DST_DB, the chain and the SQLite replica under $SLUICE_STATE/demo"
+	exit 0
 fi
 
 # Start over: stop what an earlier demo left running.
 stop_workload
-$SLUICE backup stream stop --target "$CHAIN" >/dev/null 2>&1 || true
-$SLUICE sync from-backup stop --backup-target "$CHAIN" --stream-id $STREAM >/dev/null 2>&1 || true
-$SLUICE sync from-backup stop --backup-target "$CHAIN" --stream-id $SQLITE_STREAM >/dev/null 2>&1 || true
-for _ in $(seq 1 60); do
-	running backup stream status --target "$CHAIN" || running sync from-backup status --stream-id $STREAM ||
-		running sync from-backup status --stream-id $SQLITE_STREAM || break
-	sleep 0.5
-done
+stop_runs
 
 say "creating the source database $SRC_DB and an empty $DST_DB"
+drop_slots >/dev/null || true
 psql_admin -c "DROP DATABASE IF EXISTS $SRC_DB WITH (FORCE)" -c "DROP DATABASE IF EXISTS $DST_DB WITH (FORCE)"
-psql_admin -c "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE database = '$SRC_DB' AND NOT active" >/dev/null
 psql_admin -c "CREATE DATABASE $SRC_DB" -c "CREATE DATABASE $DST_DB"
 psql "$SRC" -v ON_ERROR_STOP=1 -q <<'SQL'
 CREATE TYPE order_state AS ENUM ('new', 'paid', 'shipped', 'returned');
@@ -149,10 +198,10 @@ $SLUICE backup full --source "$SRC" --target "$CHAIN" --chain-slot
 say "starting the producer (an incremental every 2 s, a new segment every 20)"
 $SLUICE backup stream run --source "$SRC" --target "$CHAIN" --rollover-window 2s --retain-rotate-at-chain-length 20 --detach
 say "starting the broker into $DST_DB (cold start: it restores the chain, then tails it)"
-$SLUICE sync from-backup run --backup-target "$CHAIN" --target "$DST" --stream-id $STREAM \
+$SLUICE sync from-backup run --backup-target "$CHAIN" --target "$DST" --stream-id "$STREAM" \
 	--apply-concurrency 2 --poll-interval 1s --reset-target-data --yes --detach
 say "starting a second broker into the SQLite file $SQLITE_FILE (one writer, its own stream)"
-$SLUICE sync from-backup run --backup-target "$CHAIN" --target-driver sqlite --target "$SQLITE_FILE" --stream-id $SQLITE_STREAM \
+$SLUICE sync from-backup run --backup-target "$CHAIN" --target-driver sqlite --target "$SQLITE_FILE" --stream-id "$SQLITE_STREAM" \
 	--poll-interval 1s --reset-target-data --yes --detach
 
 say "starting a live workload on $SRC_DB"
@@ -176,7 +225,7 @@ echo $! >"$WORKLOAD_PID"
 field() { tr -d '\n' | sed -nE 's/.*"'"$1"'": "?([^",}]*)"?.*/\1/p'; }
 for _ in 1 2 3 4 5 6; do
 	sleep 3
-	json=$($SLUICE sync from-backup status --stream-id $STREAM --json 2>/dev/null || true)
+	json=$($SLUICE sync from-backup status --stream-id "$STREAM" --json 2>/dev/null || true)
 	if [[ -z $json ]]; then
 		say "broker: starting"
 		continue
