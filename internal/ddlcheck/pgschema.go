@@ -10,9 +10,7 @@ import (
 // Postgres checks every recorded text of schema s that a PostgreSQL
 // target would send and returns a copy in which each is replaced by its
 // rendering from the parse tree: user type definitions, and the tables
-// (PostgresTable). Every column gets its kind first (chain.FillKinds), so
-// a type rendered in another spelling keeps the kind its recorded text
-// gave it. s is not modified; nil stays nil.
+// (PostgresTable). s is not modified; nil stays nil.
 func Postgres(s *chain.Schema) (*chain.Schema, error) {
 	if s == nil {
 		return nil, nil
@@ -20,10 +18,6 @@ func Postgres(s *chain.Schema) (*chain.Schema, error) {
 	names := NamesOf(s)
 	out := *s
 	out.Tables = slices.Clone(s.Tables)
-	for i := range out.Tables {
-		out.Tables[i].Columns = slices.Clone(out.Tables[i].Columns)
-	}
-	out.FillKinds()
 	if err := checkSchemaNames(s); err != nil {
 		return nil, err
 	}
@@ -49,8 +43,11 @@ func Postgres(s *chain.Schema) (*chain.Schema, error) {
 // target sends (column types, defaults and generation expressions,
 // partition key and bound, indexes, constraints, and the user types of a
 // schema change record) and returns a copy with each rendered again from
-// its parse tree. A table recorded from another dialect is left as it is
-// (its texts are never sent; see CheckForeign). t is not modified.
+// its parse tree. Every column without a recorded kind gets the kind its
+// recorded type text gives it (chain.Column.NeutralKind), so a type
+// rendered in another spelling keeps its kind. A table recorded from
+// another dialect is left as it is (its texts are never sent; see
+// CheckForeign). t is not modified.
 func PostgresTable(t *chain.Table, names *Names) (*chain.Table, error) {
 	if t.Foreign() {
 		return t, CheckForeign(t)
@@ -73,6 +70,10 @@ func PostgresTable(t *chain.Table, names *Names) (*chain.Table, error) {
 	out.Columns = slices.Clone(t.Columns)
 	for i := range out.Columns {
 		c := &out.Columns[i]
+		if c.Kind == nil {
+			k := c.NeutralKind()
+			c.Kind = &k
+		}
 		if c.Type, err = PGType(Where{Table: q, Column: "column " + c.Name, What: "type"}, c.Type, names); err != nil {
 			return nil, err
 		}
@@ -102,6 +103,9 @@ func PostgresTable(t *chain.Table, names *Names) (*chain.Table, error) {
 	}
 	out.Indexes = slices.Clone(t.Indexes)
 	for i := range out.Indexes {
+		if out.Indexes[i].Definition == "" {
+			continue // nothing to send: a restore refuses to send an empty statement
+		}
 		if out.Indexes[i].Definition, err = PGIndex(t, t.Indexes[i], names); err != nil {
 			return nil, err
 		}

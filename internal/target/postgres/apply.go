@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/sluicehq/sluice/internal/chain"
+	"github.com/sluicehq/sluice/internal/ddlcheck"
 )
 
 // Limits of one pipelined batch: Apply sends the queued statements once
@@ -50,9 +51,10 @@ var applierSeq atomic.Uint64
 // An Applier is not safe for concurrent use. After an error the transaction
 // is in an unknown state: roll it back and start over with a new Applier.
 type Applier struct {
-	base   *chain.Schema
-	tables map[string]*tableState
-	known  map[string]bool // schemas (namespaces) known to exist on the target
+	base      *chain.Schema
+	userTypes *ddlcheck.Names // the user types the chain records so far
+	tables    map[string]*tableState
+	known     map[string]bool // schemas (namespaces) known to exist on the target
 
 	id    uint64
 	seq   uint64
@@ -161,12 +163,15 @@ type span struct{ off, n int32 }
 // NewApplier returns an Applier that starts from the table definitions of
 // schema, which it does not modify.
 func NewApplier(schema *chain.Schema) *Applier {
+	base, err := checkedSchema(schema)
 	a := &Applier{
-		base:   nativeSchema(schema),
-		tables: map[string]*tableState{},
-		known:  map[string]bool{"public": true},
-		id:     applierSeq.Add(1),
-		arena:  make([]byte, 0, 64<<10),
+		base:      base,
+		userTypes: ddlcheck.NamesOf(schema),
+		err:       err,
+		tables:    map[string]*tableState{},
+		known:     map[string]bool{"public": true},
+		id:        applierSeq.Add(1),
+		arena:     make([]byte, 0, 64<<10),
 	}
 	if a.base == nil {
 		a.base = &chain.Schema{}
@@ -731,7 +736,11 @@ func (a *Applier) schema(c *chain.Change) error {
 	if a.tables[name] == nil {
 		noteForeign(def)
 	}
-	t := *nativeTable(def)
+	checked, err := a.checkedTable(def)
+	if err != nil {
+		return err
+	}
+	t := *checked
 	ts := newTableState(&t)
 	ts.useArbiter(a.arbiters[name])
 	var ddl []string
@@ -781,6 +790,17 @@ func (a *Applier) schema(c *chain.Change) error {
 	a.tables[name] = ts
 	a.known[t.Schema] = true
 	return nil
+}
+
+// checkedTable is the table a schema change record defines, as this
+// target builds it: its recorded texts checked and rendered again
+// (ddlcheck.PostgresTable), then stored as a native table.
+func (a *Applier) checkedTable(def *chain.Table) (*chain.Table, error) {
+	c, err := ddlcheck.PostgresTable(def, a.userTypes)
+	if err != nil {
+		return nil, err
+	}
+	return nativeTable(c), nil
 }
 
 // partitioned returns the tracked partitioned table of that qualified name,

@@ -287,7 +287,7 @@ func TestApplyValues(t *testing.T) {
 	cols := []chain.Column{notNull(col("id", "bigint")), col("j", "json"), col("jb", "jsonb"), col("ia", "integer[]"),
 		col("ta", "text[]"), col("s", "text"), col("b", "bytea"), col("n", "numeric(40,20)"), col("m", "public.mood"),
 		col("ma", "public.mood[]"), col("f", "double precision")}
-	s := &chain.Schema{Tables: []chain.Table{
+	s := &chain.Schema{Enums: []chain.Enum{{Schema: "public", Name: "mood", Labels: []string{"sad", "ok"}}}, Tables: []chain.Table{
 		{Schema: "public", Name: "v", Columns: cols, PrimaryKey: []string{"id"}},
 		{Schema: "public", Name: "vk", Columns: []chain.Column{col("j", "json"), col("jb", "jsonb"), col("ia", "integer[]"),
 			col("ta", "text[]"), col("s", "text"), col("f", "double precision")}},

@@ -58,12 +58,16 @@ func nativeTable(t *chain.Table) *chain.Table {
 		}
 		k := c.NeutralKind()
 		col := chain.Column{Name: c.Name, Type: pgType(k), NotNull: c.NotNull, Encoding: c.Encoding, Kind: &k}
-		// A constant default is a quoted literal of its value's text,
-		// which PostgreSQL takes as it is: it fills the rows that exist
-		// when the column is added, as MySQL's ADD COLUMN did on the
-		// source without logging them.
-		if _, _, ok := value.ConstantDefault(c.Default); ok {
-			col.Default = c.Default
+		// A constant default is rendered again as a quoted literal of
+		// its value's text (never the recorded text), which PostgreSQL
+		// takes as it is: it fills the rows that exist when the column is
+		// added, as MySQL's ADD COLUMN did on the source without logging
+		// them.
+		if text, isNull, ok := value.ConstantDefault(c.Default); ok {
+			col.Default = quoteLiteral(text)
+			if isNull {
+				col.Default = "NULL"
+			}
 		}
 		out.Columns = append(out.Columns, col)
 		stored[c.Name] = true

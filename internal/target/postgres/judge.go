@@ -21,7 +21,11 @@ type Judgment = target.Judgment
 // primary key first, which must be made of columns the rows supply (a view,
 // foreign table or materialized view under the name is refused).
 func JudgeIncremental(ctx context.Context, conn *pgx.Conn, ch *chain.Chain, m *chain.Manifest, schema *chain.Schema) (Judgment, error) {
-	return target.Judge(ctx, ch, m, nativeSchema(schema), keyProbe{conn: conn})
+	checked, err := checkedSchema(schema)
+	if err != nil {
+		return Judgment{}, err
+	}
+	return target.Judge(ctx, ch, m, checked, keyProbe{conn: conn})
 }
 
 // keyProbe is the PostgreSQL target's side of the judgment.

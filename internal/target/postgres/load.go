@@ -22,7 +22,10 @@ type LoadProgress = target.LoadProgress
 // starts from scratch and never doubles a row. It returns the rows loaded.
 func LoadTable(ctx context.Context, conn *pgx.Conn, ch *chain.Chain, s *chain.Schema, td chain.TableData, progress LoadProgress) (int64, error) {
 	noteForeign(s.Table(td.Table))
-	s = nativeSchema(s)
+	s, err := checkedSchema(s)
+	if err != nil {
+		return 0, err
+	}
 	t := s.Table(td.Table)
 	if t == nil {
 		return 0, fmt.Errorf("table %s has data in the manifest but no recorded schema", td.Table)
@@ -34,7 +37,7 @@ func LoadTable(ctx context.Context, conn *pgx.Conn, ch *chain.Chain, s *chain.Sc
 	defer tx.Rollback(context.Background())
 
 	for _, stmt := range createTableSQL(s, t) {
-		if _, err := tx.Exec(ctx, stmt); err != nil {
+		if err := execDDLTx(ctx, tx, stmt); err != nil {
 			return 0, classify(err, "create "+td.Table+": "+stmt)
 		}
 	}
@@ -46,7 +49,7 @@ func LoadTable(ctx context.Context, conn *pgx.Conn, ch *chain.Chain, s *chain.Sc
 		return 0, fmt.Errorf("table %s: loaded %d rows, the manifest records %d", td.Table, rows, td.Rows)
 	}
 	for _, stmt := range finishTableSQL(s, t) {
-		if _, err := tx.Exec(ctx, stmt); err != nil {
+		if err := execDDLTx(ctx, tx, stmt); err != nil {
 			return 0, classify(err, "finish "+td.Table+": "+stmt)
 		}
 	}
@@ -192,7 +195,7 @@ func copyChunks(ctx context.Context, tx pgx.Tx, ch *chain.Chain, t *chain.Table,
 			}
 			defs[i] = ident(c.Name) + " " + typ
 		}
-		if _, err := tx.Exec(ctx, "CREATE TEMP TABLE sluice_stage ("+strings.Join(defs, ", ")+") ON COMMIT DROP"); err != nil {
+		if err := execDDLTx(ctx, tx, "CREATE TEMP TABLE sluice_stage ("+strings.Join(defs, ", ")+") ON COMMIT DROP"); err != nil {
 			return 0, classify(err, "create staging table for "+td.Table)
 		}
 		into = "pg_temp.sluice_stage"
@@ -216,10 +219,10 @@ func copyChunks(ctx context.Context, tx pgx.Tx, ch *chain.Chain, t *chain.Table,
 			}
 		}
 		sql := fmt.Sprintf("INSERT INTO %s (%s) OVERRIDING SYSTEM VALUE SELECT %s FROM pg_temp.sluice_stage", ident(t.Schema, t.Name), strings.Join(names, ", "), strings.Join(sel, ", "))
-		if _, err := tx.Exec(ctx, sql); err != nil {
+		if err := execDDLTx(ctx, tx, sql); err != nil {
 			return 0, classify(err, "move staged rows into "+td.Table)
 		}
-		if _, err := tx.Exec(ctx, "DROP TABLE pg_temp.sluice_stage"); err != nil {
+		if err := execDDLTx(ctx, tx, "DROP TABLE pg_temp.sluice_stage"); err != nil {
 			return 0, classify(err, "drop staging table")
 		}
 	}

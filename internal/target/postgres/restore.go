@@ -54,7 +54,10 @@ func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''
 // drops them), and creates schemas, extensions, enums and sequences that no
 // table owns. Tables themselves are created by LoadTable.
 func Prepare(ctx context.Context, conn *pgx.Conn, s *chain.Schema, replace bool) error {
-	s = nativeSchema(s)
+	s, err := checkedSchema(s)
+	if err != nil {
+		return err
+	}
 	if err := CheckExtensions(ctx, conn, s); err != nil {
 		return err
 	}
@@ -91,7 +94,7 @@ func Prepare(ctx context.Context, conn *pgx.Conn, s *chain.Schema, replace bool)
 		return errcode.New(errcode.TargetNotEmpty, "target tables already hold rows: %s", strings.Join(busy, ", "))
 	}
 	for _, n := range s.Schemas {
-		if _, err := conn.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+ident(n)); err != nil {
+		if err := execDDL(ctx, conn, "CREATE SCHEMA IF NOT EXISTS "+ident(n)); err != nil {
 			return classify(err, "create schema "+n)
 		}
 	}
@@ -102,7 +105,7 @@ func Prepare(ctx context.Context, conn *pgx.Conn, s *chain.Schema, replace bool)
 		if schema == "" {
 			schema = "public"
 		}
-		if _, err := conn.Exec(ctx, "CREATE EXTENSION IF NOT EXISTS "+ident(e)+" SCHEMA "+ident(schema)); err != nil {
+		if err := execDDL(ctx, conn, "CREATE EXTENSION IF NOT EXISTS "+ident(e)+" SCHEMA "+ident(schema)); err != nil {
 			return classify(err, "create extension "+e)
 		}
 	}
@@ -125,7 +128,10 @@ func Prepare(ctx context.Context, conn *pgx.Conn, s *chain.Schema, replace bool)
 		if q.OwnedByTable != "" {
 			continue
 		}
-		if _, err := conn.Exec(ctx, "DROP SEQUENCE IF EXISTS "+ident(q.Schema, q.Name)+" CASCADE; "+createSequenceSQL(q)); err != nil {
+		if err := execDDL(ctx, conn, "DROP SEQUENCE IF EXISTS "+ident(q.Schema, q.Name)+" CASCADE"); err != nil {
+			return classify(err, "drop sequence "+q.Name)
+		}
+		if err := execDDL(ctx, conn, createSequenceSQL(q)); err != nil {
 			return classify(err, "create sequence "+q.Name)
 		}
 	}
@@ -137,7 +143,7 @@ func Prepare(ctx context.Context, conn *pgx.Conn, s *chain.Schema, replace bool)
 			continue
 		}
 		for _, stmt := range createTableSQL(s, t) {
-			if _, err := conn.Exec(ctx, stmt); err != nil {
+			if err := execDDL(ctx, conn, stmt); err != nil {
 				return classify(err, "create partitioned table "+t.QualifiedName())
 			}
 		}
@@ -194,7 +200,7 @@ func finishPartitions(ctx context.Context, conn *pgx.Conn, s *chain.Schema) erro
 			continue
 		}
 		sql := fmt.Sprintf("ALTER TABLE %s ATTACH PARTITION %s %s", ident(parent.Schema, parent.Name), ident(t.Schema, t.Name), t.PartitionBound)
-		if _, err := tx.Exec(ctx, sql); err != nil {
+		if err := execDDLTx(ctx, tx, sql); err != nil {
 			return classify(err, "attach partition "+t.QualifiedName())
 		}
 	}
@@ -210,7 +216,7 @@ func finishPartitions(ctx context.Context, conn *pgx.Conn, s *chain.Schema) erro
 			continue
 		}
 		for _, stmt := range finishTableSQL(s, t) {
-			if _, err := tx.Exec(ctx, stmt); err != nil {
+			if err := execDDLTx(ctx, tx, stmt); err != nil {
 				return classify(err, "finish partitioned table "+t.QualifiedName()+": "+stmt)
 			}
 		}
@@ -257,7 +263,7 @@ func createTypeIfMissing(ctx context.Context, conn *pgx.Conn, schema, name, crea
 	if exists {
 		return nil
 	}
-	if _, err := conn.Exec(ctx, create); err != nil {
+	if err := execDDL(ctx, conn, create); err != nil {
 		return classify(err, "create type "+schema+"."+name)
 	}
 	return nil
@@ -268,7 +274,7 @@ func dropRelation(ctx context.Context, conn *pgx.Conn, schema, name, kind string
 	if what == "" {
 		return errcode.New(errcode.TargetNotEmpty, "target object %s.%s (relkind %s) is in the way", schema, name, kind)
 	}
-	if _, err := conn.Exec(ctx, fmt.Sprintf("DROP %s %s CASCADE", what, ident(schema, name))); err != nil {
+	if err := execDDL(ctx, conn, fmt.Sprintf("DROP %s %s CASCADE", what, ident(schema, name))); err != nil {
 		return classify(err, "drop "+schema+"."+name)
 	}
 	return nil
@@ -286,7 +292,10 @@ func createSequenceSQL(q chain.Sequence) string {
 // Finish adds the foreign keys (every table exists by now) and sets the
 // values of sequences no table owns.
 func Finish(ctx context.Context, conn *pgx.Conn, s *chain.Schema) error {
-	s = nativeSchema(s)
+	s, err := checkedSchema(s)
+	if err != nil {
+		return err
+	}
 	if err := finishPartitions(ctx, conn, s); err != nil {
 		return err
 	}
@@ -303,7 +312,7 @@ func Finish(ctx context.Context, conn *pgx.Conn, s *chain.Schema) error {
 				continue
 			}
 			sql := fmt.Sprintf("ALTER TABLE %s ADD CONSTRAINT %s %s", ident(t.Schema, t.Name), ident(c.Name), c.Definition)
-			if _, err := conn.Exec(ctx, sql); err != nil {
+			if err := execDDL(ctx, conn, sql); err != nil {
 				return classify(err, "add foreign key "+c.Name+" on "+t.QualifiedName())
 			}
 		}

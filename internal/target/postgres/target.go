@@ -106,6 +106,7 @@ func (t *Target) OpenLane(ctx context.Context, cfg target.LaneConfig) (target.La
 	if err != nil {
 		return nil, err
 	}
+	warnSuperuser(conn.PgConn())
 	replica := replicaRole(ctx, conn)
 	a := NewApplier(cfg.Schema)
 	a.UseArbiters(cfg.Arbiters)

@@ -13,7 +13,14 @@ func (a *Applier) Track(c *chain.Change) {
 	}
 	// The change records the table as its source wrote it; a lane tracks
 	// it as this target stores it.
-	t := *nativeTable(c.Schema)
+	checked, err := a.checkedTable(c.Schema)
+	if err != nil {
+		if a.err == nil {
+			a.err = err
+		}
+		return
+	}
+	t := *checked
 	name := t.QualifiedName()
 	if old := a.tables[name]; old != nil {
 		for _, st := range old.stmts {
