@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/sluicehq/sluice/internal/chain"
+	"github.com/sluicehq/sluice/internal/ddlcheck"
 	"github.com/sluicehq/sluice/internal/target/sqlkit"
 )
 
@@ -34,9 +35,12 @@ import (
 //
 // An applier is not safe for concurrent use.
 type applier struct {
-	f        flavor
-	tables   map[string]*tableState
-	arbiters map[string][]string
+	f      flavor
+	tables map[string]*tableState
+	// userTypes are the user types the chain records so far, which a
+	// schema change record is checked against (ddlcheck.CheckTable).
+	userTypes *ddlcheck.Names
+	arbiters  map[string][]string
 	// multiUnique names the live tables with more than one unique index
 	// (the probe's finding), beyond what the chain records.
 	multiUnique map[string]bool
@@ -66,7 +70,7 @@ type tableState struct {
 }
 
 func newApplier(f flavor, schema *chain.Schema, arbiters map[string][]string, multiUnique map[string]bool) *applier {
-	a := &applier{f: f, tables: map[string]*tableState{}, arbiters: arbiters, multiUnique: multiUnique}
+	a := &applier{userTypes: ddlcheck.NamesOf(schema), f: f, tables: map[string]*tableState{}, arbiters: arbiters, multiUnique: multiUnique}
 	if schema != nil {
 		for i := range schema.Tables {
 			t := schema.Tables[i]

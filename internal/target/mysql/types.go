@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/sluicehq/sluice/internal/chain"
+	"github.com/sluicehq/sluice/internal/ddlcheck"
 	"github.com/sluicehq/sluice/internal/target/sqlkit"
 	"github.com/sluicehq/sluice/internal/value"
 )
@@ -360,12 +361,33 @@ func nativeDecl(k value.Kind, native string) (string, bool) {
 		return "DECIMAL(" + strconv.Itoa(k.Precision) + "," + strconv.Itoa(k.Scale) + ")", true
 	case value.Text:
 		if strings.HasPrefix(n, "set") && nativeMembers.MatchString(native) {
-			return strings.TrimSpace(native), true
+			return membersDecl("set", native)
 		}
 	case value.Enum:
 		if strings.HasPrefix(n, "enum") && nativeMembers.MatchString(strings.TrimSpace(native)) {
-			return strings.TrimSpace(native), true
+			return membersDecl("enum", native)
 		}
 	}
 	return "", false
+}
+
+// membersDecl renders an ENUM or SET type again from the members of its
+// recorded text (ddlcheck.MySQLMembers), never from the text itself: each
+// member a string literal with its quotes doubled, which reads the same
+// whether or not the session has NO_BACKSLASH_ESCAPES. ok is false (the
+// column maps by its kind instead) when the text does not read as members
+// or a member holds a backslash, which the two modes read differently.
+func membersDecl(kind, native string) (string, bool) {
+	members, err := ddlcheck.MySQLMembers(native)
+	if err != nil {
+		return "", false
+	}
+	quoted := make([]string, len(members))
+	for i, m := range members {
+		if strings.ContainsRune(m, '\\') {
+			return "", false
+		}
+		quoted[i] = "'" + strings.ReplaceAll(m, "'", "''") + "'"
+	}
+	return kind + "(" + strings.Join(quoted, ",") + ")", true
 }

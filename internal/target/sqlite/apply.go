@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/sluicehq/sluice/internal/chain"
+	"github.com/sluicehq/sluice/internal/ddlcheck"
 	"github.com/sluicehq/sluice/internal/target/sqlkit"
 )
 
@@ -30,12 +31,15 @@ import (
 //
 // An applier is not safe for concurrent use.
 type applier struct {
-	tables   map[string]*tableState
-	arbiters map[string][]string
-	args     []any
-	keyBuf   []byte
-	setBuf   []bool
-	matchBuf []bool
+	tables map[string]*tableState
+	// userTypes are the user types the chain records so far, which a
+	// schema change record is checked against (ddlcheck.CheckTable).
+	userTypes *ddlcheck.Names
+	arbiters  map[string][]string
+	args      []any
+	keyBuf    []byte
+	setBuf    []bool
+	matchBuf  []bool
 	// holdBack lets the applier hold changes back at all: set when the
 	// connection enforces no foreign keys.
 	holdBack bool
@@ -63,7 +67,7 @@ type tableState struct {
 }
 
 func newApplier(schema *chain.Schema, arbiters map[string][]string) *applier {
-	a := &applier{tables: map[string]*tableState{}, arbiters: arbiters}
+	a := &applier{userTypes: ddlcheck.NamesOf(schema), tables: map[string]*tableState{}, arbiters: arbiters}
 	if schema != nil {
 		for i := range schema.Tables {
 			t := schema.Tables[i]

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/sluicehq/sluice/internal/chain"
+	"github.com/sluicehq/sluice/internal/ddlcheck"
 	"github.com/sluicehq/sluice/internal/errcode"
 )
 
@@ -144,6 +145,11 @@ func (n nameSet) takeTable(t *chain.Table) error {
 func checkNames(s *chain.Schema) error {
 	if s == nil {
 		return nil
+	}
+	// Recorded text is checked whether or not this target sends it, so a
+	// forged schema is refused by every reader alike.
+	if err := ddlcheck.Check(s); err != nil {
+		return err
 	}
 	n := newNameSet()
 	for i := range s.Tables {

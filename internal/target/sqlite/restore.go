@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/sluicehq/sluice/internal/chain"
+	"github.com/sluicehq/sluice/internal/ddlcheck"
 	"github.com/sluicehq/sluice/internal/errcode"
 	"github.com/sluicehq/sluice/internal/target"
 )
@@ -91,6 +92,9 @@ func (t *Target) LoadTable(ctx context.Context, ch *chain.Chain, s *chain.Schema
 	tb := s.Table(td.Table)
 	if tb == nil {
 		return 0, fmt.Errorf("table %s has data in the manifest but no recorded schema", td.Table)
+	}
+	if err := ddlcheck.CheckTable(tb, ddlcheck.NamesOf(s)); err != nil {
+		return 0, err
 	}
 	if err := newNameSet().takeTable(tb); err != nil {
 		return 0, err

@@ -264,7 +264,8 @@ func TestNameCollisionsRefused(t *testing.T) {
 // type (a domain over bigint here) is refused, never stored as garbage.
 func TestUserTypesInBinary(t *testing.T) {
 	tb := chain.Table{Schema: "public", Name: "typed", Columns: []chain.Column{binCol("mood", "public.mood", 16390), binCol("amount", "public.posint", 16400)}}
-	s := &chain.Schema{Tables: []chain.Table{tb}, Enums: kindsSchema.Enums}
+	s := &chain.Schema{Tables: []chain.Table{tb}, Enums: kindsSchema.Enums,
+		Types: []chain.UserType{{Schema: "public", Name: "posint", Kind: chain.TypeDomain, Definition: "CREATE DOMAIN public.posint AS bigint"}}}
 	ch := chaintest.Store(t)
 
 	tg := openTarget(t)

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/sluicehq/sluice/internal/chain"
+	"github.com/sluicehq/sluice/internal/ddlcheck"
 )
 
 // schemaChange applies a table's new definition: it creates a table new
@@ -84,6 +85,9 @@ func (a *applier) nextTable(c *chain.Change) (next, old *tableState, err error) 
 	name := def.QualifiedName()
 	if c.Table != "" && c.Table != name {
 		return nil, nil, changeErr(c, "the record names table %s but its definition is of %s", c.Table, name)
+	}
+	if err := ddlcheck.CheckTable(def, a.userTypes); err != nil {
+		return nil, nil, err
 	}
 	t := *def
 	return a.newTableState(&t), a.tables[name], nil
