@@ -44,7 +44,9 @@ func (c *cli) verifyChainCmd() *cobra.Command {
 looks for severed transactions in every incremental: a source transaction split
 between two incrementals (shape A), one delivered twice by a resume (shape B), or
 an incremental whose end position lies past its stored changes (shape C). Every
-finding is printed. The severed check reads each incremental's first and last
+finding is printed. The recorded schema of every link is checked first with the
+validators every target runs (SLUICE-E-CHAIN-SCHEMA-REFUSED; --chunks also
+checks each schema change record). The severed check reads each incremental's first and last
 chunks; --chunks also reads every chunk of every link and checks its SHA-256.
 Exit 0: clean; exit 3: findings (the code of the first one), or a damaged
 catalog, manifest or chunk.`,
@@ -68,6 +70,9 @@ catalog, manifest or chunk.`,
 				return err
 			}
 			if err := ch.Verify(ctx, cat, ""); err != nil {
+				return err
+			}
+			if _, err := checkChainSchemas(ctx, ch, cat, allChunks); err != nil {
 				return err
 			}
 			if allChunks {
