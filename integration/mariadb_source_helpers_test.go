@@ -26,11 +26,14 @@ import (
 
 // mariaSourceSchema is the MariaDB source schema the MySQL-family source
 // tests start from: a keyed table, a keyless one, one whose keys change,
-// one of many MySQL types, and beat (rows the caught-up wait writes).
+// one of many MySQL types, and beat (rows the caught-up wait writes). A
+// four-byte character stands in every string position, which MariaDB's
+// catalog shows as '?': values, ENUM and SET labels, defaults (and the
+// workload's ADD COLUMN fills existing rows with one), a CHECK and comments.
 const mariaSourceSchema = `
-CREATE TABLE accounts (id bigint PRIMARY KEY, owner varchar(64) NOT NULL, balance decimal(12,2), note text);
+CREATE TABLE accounts (id bigint PRIMARY KEY, owner varchar(64) NOT NULL, balance decimal(12,2), note text DEFAULT 'n🚀') COMMENT 'accounts 🚀';
 CREATE TABLE events (kind varchar(32), payload json);
-CREATE TABLE moves (id int PRIMARY KEY, v varchar(600));
+CREATE TABLE moves (id int PRIMARY KEY, v varchar(600) COMMENT 'v 🚀', CONSTRAINT not_x CHECK (v <> 'x🚀'));
 CREATE TABLE beat (id int AUTO_INCREMENT PRIMARY KEY, at datetime(6));
 CREATE TABLE typed (
   id int PRIMARY KEY,
@@ -38,7 +41,7 @@ CREATE TABLE typed (
   u32 int unsigned, i32 int, i64 bigint, u64 bigint unsigned,
   dec1 decimal(30,10), dec0 decimal(65,0), f4 float, f8 double,
   b1 bit(1), b12 bit(12), b64 bit(64),
-  e enum('small','medium','large'), st set('a','b','c'),
+  e enum('small','medium','large🚀') DEFAULT 'large🚀', st set('a','b','c🚀') DEFAULT 'a,c🚀',
   js json, dt datetime(6), ts timestamp(6) NULL DEFAULT NULL, tm time(6), y year, d date,
   uu uuid, vb varbinary(64), bl blob, ch char(5), vc varchar(100), tx mediumtext, bo boolean
 );
@@ -60,11 +63,11 @@ var typedValues = []string{
 	 '00:00:00', 1901, '1000-01-01', '00000000-0000-0000-0000-000000000000', X'', X'00', '', '', '', 0`,
 	`255, 127, 65535, 32767, 8388607, 16777215, 4294967295, 2147483647, 9223372036854775807, 18446744073709551615,
 	 '0.0000000001', REPEAT('9', 65), -1.25, 1.7976931348623157e308, b'1', b'101010101010', 0xFFFFFFFFFFFFFFFF,
-	 'large', 'a,b,c', '[]', '9999-12-31 23:59:59.999999', '2024-03-31 02:30:00.000001',
+	 'large🚀', 'a,b,c🚀', '[]', '9999-12-31 23:59:59.999999', '2024-03-31 02:30:00.000001',
 	 '23:59:59.999999', 2155, '9999-12-31', 'ffffffff-ffff-ffff-ffff-ffffffffffff', X'DEADBEEF00FF', REPEAT(X'00FF', 3000), 'abcde', 'ünïcødé 🚀', REPEAT('x', 70000), 1`,
 	`1, 1, 1, -1, 1, 1, 1, -1, 9007199254740993, 9007199254740993,
 	 '0', '123456789012345678901234567890', 16777216, -2.5e-300, b'1', b'1', 1,
-	 'medium', 'a,c', '"s"', '2024-02-29 12:34:56.123456', '2038-01-01 00:00:00',
+	 'medium', 'a,c🚀', '"s"', '2024-02-29 12:34:56.123456', '2038-01-01 00:00:00',
 	 '12:34:56.789012', 2024, '2024-02-29', 'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', X'0A0D5C27', X'', 'ab', 'tab	nl\nquote'' bs\\', 'plain', 1`,
 	`NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
 	 NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL`,
@@ -183,7 +186,7 @@ func (w *mariaWorkload) run(ctx context.Context, t *testing.T) error {
 		var stmts []string
 		switch {
 		case step == w.steps/5:
-			stmts = append(stmts, `ALTER TABLE accounts ADD COLUMN score int DEFAULT 0`)
+			stmts = append(stmts, `ALTER TABLE accounts ADD COLUMN score int DEFAULT 0, ADD COLUMN tag varchar(10) NOT NULL DEFAULT 't🚀'`)
 		case step == 2*w.steps/5:
 			stmts = append(stmts, `CREATE TABLE late (id bigint PRIMARY KEY, v varchar(20), at timestamp(6) NULL DEFAULT NULL, n decimal(9,3))`)
 		case step == 3*w.steps/5:
