@@ -33,7 +33,7 @@ demo-clean: build
 	bash deploy/dev/demo.sh clean
 
 test: services
-	bash deploy/dev/test.sh
+	bash deploy/dev/test.sh $(ARGS)
 
 # The cross-engine matrix, large: every source × target kill test with ten
 # times CI's workload and kills (about an hour here).

@@ -285,6 +285,9 @@ func queryBool(db, sql string, out *bool, args ...any) error {
 	return conn.QueryRow(context.Background(), sql, args...).Scan(out)
 }
 
+// sluice:exclusive — it sets max_slot_wal_keep_size on the shared server,
+// which invalidates any other test's lagging slot: deploy/dev/test.sh runs it
+// alone, after every other test.
 func TestInvalidatedSlotRefused(t *testing.T) {
 	src := testenv.CreateDB(t, "src")
 	testenv.Exec(t, src, `CREATE TABLE t (id int PRIMARY KEY, v text)`)

@@ -2,12 +2,26 @@
 # Runs every test: formatting and vet, unit tests, workflow tests, and the
 # integration tests against the real services that deploy/dev/services.sh
 # started. Services are required here: a missing one fails the run.
+#
+# The integration tests run in SLUICE_TEST_SHARDS (default 4) go test
+# processes at once, each with its own worker and task queue; inside one
+# process tests still run one after another. Shards are balanced by each
+# test's duration in integration/testdata/durations.txt (a test missing there
+# counts as 10 s). A test whose doc comment carries the line
+# `sluice:exclusive` changes server-wide state and runs alone, after all the
+# others. With arguments (say -run X), the integration package runs as one
+# process with those arguments.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 SLUICE_STATE=${SLUICE_STATE:-$HOME/.local/state/sluice}
 # shellcheck disable=SC1091
 source "$SLUICE_STATE/services.env"
 export SLUICE_REQUIRE_SERVICES=1
+SHARDS=${SLUICE_TEST_SHARDS:-4}
+DURATIONS=integration/testdata/durations.txt
+
+phase_start=$SECONDS
+phase() { printf '== %s: %ds\n' "$1" $((SECONDS - phase_start)); phase_start=$SECONDS; }
 
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
 if [[ -n $unformatted ]]; then
@@ -16,6 +30,72 @@ if [[ -n $unformatted ]]; then
 	exit 1
 fi
 go vet ./...
-# Packages run one at a time: some integration tests change server-wide
-# settings (max_slot_wal_keep_size) that must not meet another package's slots.
-go test -p 1 -count=1 -timeout 25m "$@" ./...
+phase "gofmt and vet"
+
+# Every package but the integration tests; two at a time (none of them
+# changes server-wide settings).
+go test -p 2 -count=1 -timeout 15m "$@" $(go list ./... | grep -v '/integration$')
+phase "unit and package tests"
+
+if (($# > 0)); then
+	go test -count=1 -timeout 40m "$@" ./integration/
+	phase "integration tests"
+	exit 0
+fi
+
+# The integration tests, by name: the exclusive ones apart.
+all=$(grep -h '^func Test[A-Za-z0-9_]*(t \*testing.T)' integration/*_test.go | sed -E 's/^func (Test[A-Za-z0-9_]*)\(.*/\1/' | sort)
+exclusive=$(awk '/^\/\/ sluice:exclusive/ {x = 1; next} /^\/\// {next} {if (x && $1 == "func") {sub(/\(.*/, "", $2); print $2}; x = 0}' integration/*_test.go | sort)
+shared=$(comm -23 <(echo "$all") <(echo "$exclusive"))
+
+# Longest first, each to the shard with the least work so far.
+declare -a load names
+for ((k = 0; k < SHARDS; k++)); do load[k]=0 names[k]=""; done
+while read -r secs name; do
+	best=0
+	for ((k = 1; k < SHARDS; k++)); do ((load[k] < load[best])) && best=$k; done
+	load[best]=$((load[best] + secs))
+	names[best]+="${names[best]:+|}$name"
+done < <(for n in $shared; do
+	d=$(awk -v n="$n" '$2 == n {printf "%d", $1 + 0.5}' "$DURATIONS" 2>/dev/null)
+	echo "${d:-10} $n"
+done | sort -rn)
+
+go test -count=1 -run '^$' ./integration/ >/dev/null # build the test binary once
+logs=$(mktemp -d)
+pids=()
+for ((k = 0; k < SHARDS; k++)); do
+	[[ -n ${names[k]} ]] || continue
+	go test -count=1 -timeout 40m -v -run "^(${names[k]})\$" ./integration/ >"$logs/shard$k.log" 2>&1 &
+	pids[k]=$!
+done
+failed=0
+for k in "${!pids[@]}"; do
+	if wait "${pids[k]}"; then
+		grep -E '^(--- (PASS|SKIP)|ok )' "$logs/shard$k.log" || true
+	else
+		failed=1
+		echo "---- integration shard $k failed; its log (last 400 lines):"
+		tail -n 400 "$logs/shard$k.log"
+	fi
+done
+# What each test took here, for rebalancing integration/testdata/durations.txt.
+mkdir -p "$SLUICE_STATE"
+cat "$logs"/shard*.log | sed -nE 's/^--- (PASS|FAIL|SKIP): (Test[A-Za-z0-9_]*) \(([0-9.]+)s\)$/\3 \2/p' | sort -rn >"$SLUICE_STATE/integration-durations.txt"
+rm -rf "$logs"
+phase "integration tests, $SHARDS shards"
+((failed == 0)) || exit 1
+
+if [[ -n $exclusive ]]; then
+	log=$(mktemp)
+	if go test -count=1 -timeout 20m -v -run "^($(echo $exclusive | tr ' ' '|'))\$" ./integration/ >"$log" 2>&1; then
+		grep -E '^(--- (PASS|SKIP)|ok )' "$log" || true
+		rm -f "$log"
+	else
+		echo "---- the exclusive integration tests failed; their log (last 400 lines):"
+		tail -n 400 "$log"
+		rm -f "$log"
+		exit 1
+	fi
+	phase "exclusive integration tests"
+fi
