@@ -4,9 +4,12 @@ import (
 	"context"
 	"database/sql"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/go-sql-driver/mysql"
 
 	"github.com/sluicehq/sluice/internal/errcode"
 	"github.com/sluicehq/sluice/internal/value"
@@ -49,9 +52,16 @@ func readExactText(ctx context.Context, q querier, database string, cols []lossy
 		labels := enumLabels(col.Type)
 		if (dataType == "enum" || dataType == "set") && lossy(strings.Join(labels, ""), lc.tf.cols[lc.i].charset) {
 			exact, err := exactLabels(ctx, q, database, lc.tf.table.Name, col.Name, dataType, len(labels))
-			if err != nil {
+			me, _ := errors.AsType[*mysql.MySQLError](err)
+			switch {
+			case err == nil:
+			case me != nil && me.Number == erParse, errors.Is(err, errNotExact):
 				problems = append(problems, fmt.Sprintf("%s: its %s labels show '?' for four-byte characters and the server gave them no other way (%v)", where, dataType, err))
 				continue
+			default:
+				// The table changed or went meanwhile, or the session
+				// failed: not a refusal; the read is tried again.
+				return classify(err, "read the labels of "+where)
 			}
 			labels = exact
 			col.Type = dataType + "(" + quotedLabels(labels) + ")"
@@ -82,6 +92,13 @@ func readExactText(ctx context.Context, q querier, database string, cols []lossy
 	return nil
 }
 
+// errNotExact is what exactLabels read when it is not the labels.
+var errNotExact = errors.New("not the column's labels")
+
+// erParse is MySQL's syntax error: a server without MariaDB's compound
+// statements or TYPE OF gives it for exactLabels' statement.
+const erParse = 1064
+
 // exactLabels reads the n labels of an enum or set column as the server
 // holds them: a MariaDB compound statement declares a variable of the
 // column's own type (TYPE OF, MariaDB 10.3 and later), gives it each
@@ -110,13 +127,13 @@ END`, quoteName(database), quoteName(table), quoteName(column), n, assign)
 	}
 	parts := strings.Split(strings.TrimSuffix(acc, ","), ",")
 	if len(parts) != n {
-		return nil, fmt.Errorf("read %d labels, want %d", len(parts), n)
+		return nil, fmt.Errorf("%w: read %d labels, want %d", errNotExact, len(parts), n)
 	}
 	out := make([]string, n)
 	for i, p := range parts {
 		b, err := hex.DecodeString(p)
 		if err != nil || !utf8.Valid(b) {
-			return nil, fmt.Errorf("label %d reads as %q, not UTF-8 text", i+1, p)
+			return nil, fmt.Errorf("%w: label %d reads as %q, not UTF-8 text", errNotExact, i+1, p)
 		}
 		out[i] = string(b)
 	}
