@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/chain"
+	"github.com/sluicehq/sluice/internal/ddlcheck"
 	"github.com/sluicehq/sluice/internal/target"
 )
 
@@ -87,6 +88,11 @@ type lane struct {
 // (fewer gap locks between lanes) unless the target's binlog records
 // statements, which READ COMMITTED does not allow.
 func (t *Target) OpenLane(ctx context.Context, cfg target.LaneConfig) (target.Lane, error) {
+	// A broker starting cold applies from the chain's recorded schema:
+	// refused, like a restore's, when its text does not pass.
+	if err := ddlcheck.Check(cfg.Schema); err != nil {
+		return nil, err
+	}
 	conn, err := t.db.Conn(ctx)
 	if err != nil {
 		return nil, classify(err, "connect an apply lane")

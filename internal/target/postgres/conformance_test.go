@@ -25,6 +25,13 @@ func TestConformance(t *testing.T) {
 			t.Cleanup(func() { _ = tgt.Close(context.Background()) })
 			return tgt
 		},
+		Pwned: func(t *testing.T, tgt target.Target) bool {
+			var n int
+			if err := tgt.(*Target).Conn().QueryRow(context.Background(), `SELECT count(*) FROM pg_class WHERE relname LIKE '%pwned%'`).Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			return n > 0
+		},
 		Read: func(t *testing.T, tgt target.Target, tb *chain.Table) [][]value.Value {
 			t.Helper()
 			conn := tgt.(*Target).Conn()

@@ -107,8 +107,14 @@ func (t *Target) OpenLane(ctx context.Context, cfg target.LaneConfig) (target.La
 		return nil, err
 	}
 	warnSuperuser(conn.PgConn())
-	replica := replicaRole(ctx, conn)
 	a := NewApplier(cfg.Schema)
+	if a.err != nil {
+		// A broker starting cold applies from the chain's recorded
+		// schema: refused, like a restore's, when its text does not pass.
+		_ = conn.Close(ctx)
+		return nil, a.err
+	}
+	replica := replicaRole(ctx, conn)
 	a.UseArbiters(cfg.Arbiters)
 	a.HoldBack(replica)
 	return &lane{conn: conn, applier: a, cfg: cfg}, nil

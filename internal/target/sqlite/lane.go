@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/sluicehq/sluice/internal/chain"
+	"github.com/sluicehq/sluice/internal/ddlcheck"
 	"github.com/sluicehq/sluice/internal/target"
 )
 
@@ -27,6 +28,11 @@ type lane struct {
 // OpenLane opens a lane on a connection of its own, creating the control
 // tables first when they are missing.
 func (t *Target) OpenLane(ctx context.Context, cfg target.LaneConfig) (target.Lane, error) {
+	// A broker starting cold applies from the chain's recorded schema:
+	// refused, like a restore's, when its text does not pass.
+	if err := ddlcheck.Check(cfg.Schema); err != nil {
+		return nil, err
+	}
 	conn, err := t.db.Conn(ctx)
 	if err != nil {
 		return nil, classify(err, "connect an apply lane")

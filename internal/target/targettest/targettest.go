@@ -32,6 +32,10 @@ type Harness struct {
 	// the code it refuses it with, or "" when it holds it (then the value
 	// must come back unchanged).
 	Refusal func(kind value.Kind, text string) errcode.Code
+	// Pwned reports whether the target holds a table named pwned (in any
+	// schema or database the engine maps public to): a forged schema's
+	// statement ran. Nil skips that check.
+	Pwned func(t *testing.T, tgt target.Target) bool
 }
 
 // Run runs every case against the harness's engine.
@@ -51,6 +55,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("MySQLChainRestoresAndApplies", func(t *testing.T) { mysqlChain(t, h, false) })
 	t.Run("MySQLChainRestoresIncrementals", func(t *testing.T) { mysqlChain(t, h, true) })
 	t.Run("MySQLChainUint64HeldOrRefused", func(t *testing.T) { mysqlChainRefusesOrHolds(t, h) })
+	t.Run("ForgedSchemaRefused", func(t *testing.T) { forgedSchemas(t, h) })
 }
 
 const (
