@@ -49,11 +49,11 @@ func TestKilledWorkerInsideShortActivityIsRetriedWithinSeconds(t *testing.T) {
 	// pendingPrepare reports whether PrepareBroker is pending, and whether
 	// a worker is running an attempt of it now.
 	pendingPrepare := func() (pending, started bool) {
-		d, err := cl.DescribeWorkflowExecution(context.Background(), "broker/"+stream, "")
-		if err != nil {
+		d, err := cl.DescribeWorkflow(context.Background(), "broker/"+stream, "")
+		if err != nil || d.RawResponse == nil {
 			return true, false
 		}
-		for _, pa := range d.GetPendingActivities() {
+		for _, pa := range d.RawResponse.GetPendingActivities() {
 			if pa.GetActivityType().GetName() == "PrepareBroker" {
 				return true, pa.GetState() == enumspb.PENDING_ACTIVITY_STATE_STARTED
 			}
