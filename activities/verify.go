@@ -15,6 +15,8 @@ type VerifyParams struct {
 	Target credentials.DSNRef `json:"target"`
 	Depth  verify.Depth       `json:"depth"`
 	Filter verify.Filter      `json:"filter,omitzero"`
+	// MaxRows bounds the differing rows named per table at rows depth.
+	MaxRows int `json:"max_rows,omitempty"`
 }
 
 // VerifyProgress is the heartbeat of VerifyTables.
@@ -43,7 +45,7 @@ func (a *Activities) VerifyTables(ctx context.Context, p VerifyParams) (verify.O
 	var mu sync.Mutex
 	var prog VerifyProgress
 	hb.report(func() any { mu.Lock(); defer mu.Unlock(); return prog })
-	out, err := verify.Run(ctx, src, dst, verify.Options{Depth: p.Depth, Filter: p.Filter, Progress: func(done, total int, table string) {
+	out, err := verify.Run(ctx, src, dst, verify.Options{Depth: p.Depth, Filter: p.Filter, MaxRows: p.MaxRows, Progress: func(done, total int, table string) {
 		mu.Lock()
 		prog = VerifyProgress{TablesDone: done, TablesTotal: total, Table: table}
 		mu.Unlock()

@@ -116,7 +116,7 @@ func TestVerifyNamesEachDifference(t *testing.T) {
 		t.Fatalf("a table missing on the target: %s\n%s", differing(res), r)
 	}
 	for _, bad := range [][]string{
-		{"--depth", "rows"},
+		{"--depth", "rowz"},
 		{"--wait-broker", "s"},
 		{"--include-table", "nothing_like_it", "--local"},
 		{"--include-table", "["},

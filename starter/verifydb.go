@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"slices"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -29,6 +30,7 @@ func (c *cli) verifyCmd() *cobra.Command {
 	var depth, waitBroker, backupTarget string
 	var include, exclude []string
 	var waitTimeout time.Duration
+	var maxRows int
 	var asJSON, local bool
 	cmd := &cobra.Command{
 		Use:   "verify",
@@ -36,8 +38,13 @@ func (c *cli) verifyCmd() *cobra.Command {
 		Long: `Reads every table of the source (as a full backup would record them) and the
 target's table of the same name, each side in one consistent snapshot, and compares
 them: --depth count compares row counts; --depth checksum also compares an
-order-independent digest of every row's values, normalised by their neutral kind,
-so the target may be of another engine. Each table that differs is named with how.
+order-independent digest of every row's values, normalised by their neutral kind
+(and by the target's documented storage rules), so the target may be of another
+engine; --depth rows compares as checksum does and, for a table that differs, names
+the differing rows (their keys and both sides' values, up to --max-rows per table),
+found by narrowing digests over segments of the key space instead of holding a
+table in memory; a keyless table is compared as a multiset of rows. Each table that
+differs is named with how; a column missing on either side is a difference too.
 
 The two snapshots are taken one after the other, the source's first: a source that
 is being written moves in between, and a target fed through a chain lags it. For an
@@ -47,7 +54,8 @@ chain's newest incremental before comparing.
 
 Runs as a workflow (progress in the Temporal UI; the worker reads both databases),
 or with --local in this process (passwords are then read here).
-Exit 0: equal; 1: differences (SLUICE-E-VERIFY-MISMATCH); 2: usage; 3: a refusal.`,
+Exit 0: equal; 1: differences (SLUICE-E-VERIFY-MISMATCH, or
+SLUICE-E-VERIFY-COLUMNS-DIFFER when a table's columns differ); 2: usage; 3: a refusal.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			sref, err := src.ref()
@@ -65,8 +73,14 @@ Exit 0: equal; 1: differences (SLUICE-E-VERIFY-MISMATCH); 2: usage; 3: a refusal
 			}
 			tref.Options[target.OptMustExist] = "true"
 			d := verify.Depth(depth)
-			if d != verify.DepthCount && d != verify.DepthChecksum {
-				return usageError("--depth %q: give count or checksum", depth)
+			if !slices.Contains(verify.Depths, d) {
+				return usageError("--depth %q: give count, checksum or rows", depth)
+			}
+			if maxRows < 1 || maxRows > verify.MaxMaxRows {
+				return usageError("--max-rows %d: give 1 to %d", maxRows, verify.MaxMaxRows)
+			}
+			if cmd.Flags().Changed("max-rows") && d != verify.DepthRows {
+				return usageError("--max-rows is read at --depth rows only")
 			}
 			filter := verify.Filter{Include: include, Exclude: exclude}
 			if err := filter.Validate(); err != nil {
@@ -87,7 +101,7 @@ Exit 0: equal; 1: differences (SLUICE-E-VERIFY-MISMATCH); 2: usage; 3: a refusal
 				}
 				st = &ref
 			}
-			in := workflows.VerifyInput{VerifyParams: activities.VerifyParams{Source: sref, Target: tref, Depth: d, Filter: filter},
+			in := workflows.VerifyInput{VerifyParams: activities.VerifyParams{Source: sref, Target: tref, Depth: d, Filter: filter, MaxRows: maxRows},
 				WaitBroker: waitBroker, Store: st, WaitTimeout: waitTimeout}
 			var res workflows.VerifyResult
 			if local {
@@ -125,7 +139,8 @@ Exit 0: equal; 1: differences (SLUICE-E-VERIFY-MISMATCH); 2: usage; 3: a refusal
 	src.bind(cmd)
 	tf.bind(cmd)
 	store.bind(cmd)
-	cmd.Flags().StringVar(&depth, "depth", string(verify.DepthCount), "count (row counts) or checksum (also a digest of every row's values)")
+	cmd.Flags().StringVar(&depth, "depth", string(verify.DepthCount), "count (row counts), checksum (also a digest of every row's values) or rows (also names the differing rows)")
+	cmd.Flags().IntVar(&maxRows, "max-rows", verify.DefaultMaxRows, fmt.Sprintf("with --depth rows: name at most this many differing rows per table (1 to %d)", verify.MaxMaxRows))
 	cmd.Flags().StringArrayVar(&include, "include-table", nil, "compare only tables matching this pattern (repeatable; schema.name, or a bare name in any schema; * and ? match)")
 	cmd.Flags().StringArrayVar(&exclude, "exclude-table", nil, "leave out tables matching this pattern (repeatable)")
 	cmd.Flags().StringVar(&waitBroker, "wait-broker", "", "first wait until this broker stream applied its chain's newest incremental (needs --backup-target)")
@@ -171,7 +186,7 @@ func verifyLocally(ctx context.Context, in workflows.VerifyInput) (workflows.Ver
 		return res, err
 	}
 	defer src.Close()
-	res.Outcome, err = verify.Run(ctx, src, dst, verify.Options{Depth: in.Depth, Filter: in.Filter})
+	res.Outcome, err = verify.Run(ctx, src, dst, verify.Options{Depth: in.Depth, Filter: in.Filter, MaxRows: in.MaxRows})
 	return res, err
 }
 
@@ -190,6 +205,9 @@ func (c *cli) printVerify(res workflows.VerifyResult) {
 			continue
 		}
 		fmt.Fprintf(c.stdout, "DIFFERS  %s: %s\n", t.Name, t.Detail)
+		for _, r := range t.Rows {
+			fmt.Fprintf(c.stdout, "         %s\n", verify.FormatRow(t, r))
+		}
 	}
 	for _, s := range res.Skipped {
 		fmt.Fprintf(c.stdout, "skipped  %s\n", s)

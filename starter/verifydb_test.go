@@ -11,7 +11,10 @@ func TestVerifyUsage(t *testing.T) {
 	cleanEnv(t)
 	pair := []string{"verify", "--source", "postgres://app@db/app", "--target", "postgres://app@replica/app"}
 	for _, extra := range [][]string{
-		{"--depth", "rows"},
+		{"--depth", "rowz"},
+		{"--depth", "rows", "--max-rows", "0"},
+		{"--depth", "rows", "--max-rows", "1001"},
+		{"--depth", "checksum", "--max-rows", "5"},
 		{"--wait-broker", "s"},
 		{"--backup-target", "/tmp/chain"},
 		{"--wait-broker", "s", "--backup-target", "/tmp/chain", "--wait-timeout", "0s"},

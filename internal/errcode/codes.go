@@ -241,6 +241,9 @@ var (
 	VerifyMismatch = register("SLUICE-E-VERIFY-MISMATCH", ExitRuntime,
 		"The source and the target differ: at least one compared table is missing on the target, holds another number of rows, or (at checksum depth) other rows. The output names each table and how it differs.",
 		"A source being written moves between the two snapshots: stop its writes, or stop the producer and compare with --wait-broker STREAM --backup-target URL, then verify again. A difference that stays is real: rebuild the target (sync from-backup run --reset-target-data, or restore), and keep the output for diagnosis.")
+	VerifyColumnsDiffer = register("SLUICE-E-VERIFY-COLUMNS-DIFFER", ExitRuntime,
+		"A compared table's columns differ between the source and the target: the target lacks a column the source stores, or stores one the source has not (generated columns are not compared). The output names each such table and its missing and extra columns; its rows were counted but not compared.",
+		"A column the source added or dropped reaches the target as a schema change: if a broker replays the chain, let it catch up (--wait-broker) and verify again. A difference that stays means the target's table was altered by hand or missed a schema change: rebuild it (sync from-backup run --reset-target-data, or restore), or alter it to the source's columns, then verify again.")
 	VerifyBrokerBehind = register("SLUICE-E-VERIFY-BROKER-BEHIND", ExitRefused,
 		"--wait-broker: the broker had not applied the chain's tip within --wait-timeout, or the target holds no position for that stream in that chain, so nothing was compared.",
 		"Check that the broker runs and catches up (`sluice sync from-backup status --stream-id …`) and that --wait-broker and --backup-target name its stream and chain; raise --wait-timeout for a broker far behind, then verify again.")

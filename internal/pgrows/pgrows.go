@@ -73,7 +73,10 @@ func (s *Snapshot) Scan(ctx context.Context, tb *chain.Table, fn func([]value.Va
 	cols := make([]string, len(tb.Columns))
 	kinds := make([]value.Kind, len(tb.Columns))
 	for i, c := range tb.Columns {
-		cols[i] = pgx.Identifier{c.Name}.Sanitize() + "::text"
+		cols[i] = pgx.Identifier{c.Name}.Sanitize()
+		if !blankPadded(c) {
+			cols[i] += "::text"
+		}
 		kinds[i] = c.NeutralKind()
 	}
 	r, err := s.tx.Query(ctx, "SELECT "+strings.Join(cols, ", ")+" FROM "+qualified(tb), pgx.QueryResultFormats{pgx.TextFormatCode})
@@ -102,6 +105,37 @@ func (s *Snapshot) Scan(ctx context.Context, tb *chain.Table, fn func([]value.Va
 		return s.classify(err, "read "+tb.QualifiedName())
 	}
 	return nil
+}
+
+var _ readback.ColumnReader = (*Snapshot)(nil)
+
+// Columns lists the stored columns of tb's table, in the table's order
+// (generated and dropped ones left out).
+func (s *Snapshot) Columns(ctx context.Context, tb *chain.Table) ([]string, bool, error) {
+	var exists bool
+	if err := s.tx.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", qualified(tb)).Scan(&exists); err != nil {
+		return nil, false, s.classify(err, "look up "+tb.QualifiedName())
+	}
+	if !exists {
+		return nil, false, nil
+	}
+	r, err := s.tx.Query(ctx, `SELECT attname FROM pg_attribute WHERE attrelid = to_regclass($1) AND attnum > 0
+		AND NOT attisdropped AND attgenerated = '' ORDER BY attnum`, qualified(tb))
+	if err != nil {
+		return nil, true, s.classify(err, "list the columns of "+tb.QualifiedName())
+	}
+	names, err := pgx.CollectRows(r, pgx.RowTo[string])
+	if err != nil {
+		return nil, true, s.classify(err, "list the columns of "+tb.QualifiedName())
+	}
+	return names, true, nil
+}
+
+// blankPadded reports whether c is a character(n) column, whose padding a
+// cast to text would strip: its own text output keeps it, as a full backup
+// records it and every target stores it.
+func blankPadded(c chain.Column) bool {
+	return c.TypeOID == 1042 || c.Type == "bpchar" || c.Type == "character" || strings.HasPrefix(c.Type, "character(")
 }
 
 // Close ends the transaction and closes the connection.

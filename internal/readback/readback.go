@@ -44,3 +44,27 @@ type Reader interface {
 type SourceReader interface {
 	OpenSourceSnapshot(ctx context.Context) (SourceSnapshot, error)
 }
+
+// ColumnReader is a snapshot that can list the columns its table for tb
+// stores, so a comparison finds a column missing on one side or added on
+// the other before it reads a row. Generated columns are left out: no
+// target stores the source's, and a row image never carries them.
+type ColumnReader interface {
+	// Columns returns the names of the stored (not generated) columns of
+	// the database's table for tb, in the table's order; found is false
+	// when there is no such table.
+	Columns(ctx context.Context, tb *chain.Table) (names []string, found bool, err error)
+}
+
+// Normaliser is a snapshot of an engine that stores some values by a
+// documented rule that keeps the value but not its exact rendering (a
+// MySQL DECIMAL(65,30) holding an unconstrained numeric reads 1.50 back as
+// 1.5). A comparison passes every value of such a column, from both sides,
+// through the engine's function, so a value the rule kept compares equal
+// and any other difference still shows.
+type Normaliser interface {
+	// Normalisers returns one function per column of tb (nil for a column
+	// whose values read back exactly), each bringing a value of that
+	// column to the form the engine keeps.
+	Normalisers(tb *chain.Table) []func(value.Value) value.Value
+}

@@ -51,19 +51,25 @@ func Run(ctx context.Context, src source.Source, dst target.Target, o Options) (
 }
 
 // Mismatch is the coded error of an outcome with differences (nil when
-// every table is equal).
+// every table is equal): SLUICE-E-VERIFY-COLUMNS-DIFFER when a table's
+// columns differ, else SLUICE-E-VERIFY-MISMATCH.
 func (o Outcome) Mismatch() error {
 	if o.Equal() {
 		return nil
 	}
-	first := ""
+	// A table whose columns differ is named first, under its own code:
+	// its rows cannot be compared until its shape is the source's.
+	code, first := errcode.VerifyMismatch, ""
 	for _, t := range o.Tables {
-		if t.Status != StatusEqual {
-			first = t.Name + ": " + t.Detail
+		if t.Status == StatusColumns {
+			code, first = errcode.VerifyColumnsDiffer, t.Name+": "+t.Detail
 			break
 		}
+		if t.Status != StatusEqual && first == "" {
+			first = t.Name + ": " + t.Detail
+		}
 	}
-	return errcode.New(errcode.VerifyMismatch, "%d of %d tables differ; the first, %s", o.Differences, len(o.Tables), first)
+	return errcode.New(code, "%d of %d tables differ; the first, %s", o.Differences, len(o.Tables), first)
 }
 
 // BrokerAt is where a broker stood when a wait for it ended.

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/sluicehq/sluice/internal/chain"
+	"github.com/sluicehq/sluice/internal/readback"
 	"github.com/sluicehq/sluice/internal/target/sqlkit"
 	"github.com/sluicehq/sluice/internal/value"
 	"github.com/sluicehq/sluice/internal/value/portable"
@@ -114,8 +115,8 @@ func (c *column) readText(s string) (value.Value, error) {
 	case value.Bytes:
 		return value.Value{Bytes: []byte(s)}, nil
 	case value.Decimal:
-		if c.unconstrained && strings.Contains(s, ".") {
-			s = strings.TrimSuffix(strings.TrimRight(s, "0"), ".")
+		if c.unconstrained {
+			s = dropScale(s)
 		}
 		return value.DecodePGText(k, []byte(s))
 	case value.Timestamp, value.TimestampTZ:
@@ -134,4 +135,69 @@ func (c *column) readText(s string) (value.Value, error) {
 		return value.Value{Text: s}, nil
 	}
 	return portable.ParseText(k, s)
+}
+
+// dropScale removes a decimal text's trailing fraction zeros (and a point
+// left bare): what DECIMAL(65,30) keeps of an unconstrained numeric.
+func dropScale(s string) string {
+	if !strings.Contains(s, ".") {
+		return s
+	}
+	s = strings.TrimSuffix(strings.TrimRight(s, "0"), ".")
+	if s == "-0" {
+		return "0"
+	}
+	return s
+}
+
+var (
+	_ readback.ColumnReader = (*snapshot)(nil)
+	_ readback.Normaliser   = (*snapshot)(nil)
+)
+
+// Columns lists the stored columns of the target's table for tb, in the
+// table's order (generated ones left out).
+func (s *snapshot) Columns(ctx context.Context, tb *chain.Table) ([]string, bool, error) {
+	r, err := s.conn.QueryContext(ctx, `SELECT COLUMN_NAME FROM information_schema.COLUMNS
+		WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ? AND COALESCE(GENERATION_EXPRESSION, '') = ''
+		ORDER BY ORDINAL_POSITION`, tableName(tb))
+	if err != nil {
+		return nil, false, classify(err, "list the columns of "+tableName(tb))
+	}
+	defer r.Close()
+	var names []string
+	for r.Next() {
+		var n string
+		if err := r.Scan(&n); err != nil {
+			return nil, false, classify(err, "list the columns of "+tableName(tb))
+		}
+		names = append(names, n)
+	}
+	if err := r.Err(); err != nil {
+		return nil, false, classify(err, "list the columns of "+tableName(tb))
+	}
+	return names, len(names) > 0, nil
+}
+
+// Normalisers gives an unconstrained decimal column (stored as
+// DECIMAL(65,30), docs/mysql-target.md) a function dropping its display
+// scale, which that type does not keep; every other column reads back
+// exactly.
+func (s *snapshot) Normalisers(tb *chain.Table) []func(value.Value) value.Value {
+	byName := map[string]column{}
+	for _, c := range storedColumns(tb, s.t.flavor) {
+		byName[c.name] = c
+	}
+	out := make([]func(value.Value) value.Value, len(tb.Columns))
+	for i, c := range tb.Columns {
+		if byName[c.Name].unconstrained {
+			out[i] = func(v value.Value) value.Value {
+				if !v.Null {
+					v.Text = dropScale(v.Text)
+				}
+				return v
+			}
+		}
+	}
+	return out
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/sluicehq/sluice/internal/chain"
+	"github.com/sluicehq/sluice/internal/readback"
 	"github.com/sluicehq/sluice/internal/target/sqlkit"
 	"github.com/sluicehq/sluice/internal/value"
 	"github.com/sluicehq/sluice/internal/value/portable"
@@ -83,6 +84,30 @@ func readStored(k value.Kind, x any) (value.Value, error) {
 		return portable.ParseText(k, v)
 	}
 	return value.Value{}, fmt.Errorf("a %T stored for kind %s", x, k.Name)
+}
+
+var _ readback.ColumnReader = (*snapshot)(nil)
+
+// Columns lists the stored columns of the target's table for tb, in the
+// table's order (generated ones left out).
+func (s *snapshot) Columns(ctx context.Context, tb *chain.Table) ([]string, bool, error) {
+	r, err := s.conn.QueryContext(ctx, "SELECT name FROM pragma_table_xinfo(?) WHERE hidden = 0 ORDER BY cid", tableName(tb))
+	if err != nil {
+		return nil, false, classify(err, "list the columns of "+tableName(tb))
+	}
+	defer r.Close()
+	var names []string
+	for r.Next() {
+		var n string
+		if err := r.Scan(&n); err != nil {
+			return nil, false, classify(err, "list the columns of "+tableName(tb))
+		}
+		names = append(names, n)
+	}
+	if err := r.Err(); err != nil {
+		return nil, false, classify(err, "list the columns of "+tableName(tb))
+	}
+	return names, len(names) > 0, nil
 }
 
 // TestSQLiteREALs pins what SQLite does to the REALs the rules rely on:
