@@ -167,3 +167,38 @@ func requireFourByteDefaults(t *testing.T, driver, dsn string) {
 		}
 	}
 }
+
+// Where the server cannot give a four-byte default exactly (a NOT NULL
+// column's, on a table with no row to read it through), the chain records
+// no '?': the full is refused, and so is an incremental whose schema
+// change meets such a column mid-stream, each naming table and column.
+// Once the table holds a row the same commands go through, and a restore
+// holds the exact default.
+func TestMariaDBFourByteDefaultUnreadableIsRefused(t *testing.T) {
+	srcDSN := testenv.MySQLDSN(testenv.CreateMySQLDB(t, "fbrefsrc"))
+	db := strings.TrimPrefix(srcDSN[strings.LastIndexByte(srcDSN, '/'):], "/")
+	mariaExec(t, srcDSN, `CREATE TABLE w (id int PRIMARY KEY, v varchar(10) NOT NULL DEFAULT 'n🚀') DEFAULT CHARSET=utf8mb4`)
+	src := []string{"--source-driver", "mariadb", "--source", srcDSN}
+	chainURL := fileChain(t)
+	refused := func(args ...string) {
+		t.Helper()
+		r := sluice(t, args...)
+		if r.exit != 3 || !strings.Contains(r.stderr, "SLUICE-E-SOURCE-TEXT-LOSSY") || !strings.Contains(r.stderr, db+".w.") {
+			t.Fatalf("sluice %s: want exit 3, SLUICE-E-SOURCE-TEXT-LOSSY naming %s.w; got %s", strings.Join(args, " "), db, r)
+		}
+	}
+	refused(append(append([]string{"backup", "full"}, src...), "--target", chainURL)...)
+	mariaExec(t, srcDSN, `INSERT INTO w (id) VALUES (1)`)
+	mustSluice(t, append(append([]string{"backup", "full"}, src...), "--target", chainURL)...)
+
+	// Mid-stream: the change is met at the rows after it, when the table
+	// is empty again.
+	mariaExec(t, srcDSN, `ALTER TABLE w ADD COLUMN d varchar(10) NOT NULL DEFAULT 'd🚀'; INSERT INTO w (id) VALUES (2); DELETE FROM w`)
+	refused(append(append([]string{"backup", "incremental"}, src...), "--target", chainURL)...)
+	mariaExec(t, srcDSN, `INSERT INTO w (id) VALUES (3)`)
+	mustSluice(t, append(append([]string{"backup", "incremental"}, src...), "--target", chainURL)...)
+	file := filepath.Join(t.TempDir(), "refused.db")
+	mustSluice(t, "restore", "--backup-target", chainURL, "--target-driver", "sqlite", "--target", file)
+	requireNeutralRowsEqual(t, chainURL, "MariaDB source "+srcDSN, mariaNeutralRows(t, srcDSN),
+		"SQLite restore "+file, targetNeutralRows(t, "sqlite", file))
+}
