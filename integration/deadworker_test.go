@@ -31,18 +31,7 @@ func TestKilledWorkerInsideShortActivityIsRetriedWithinSeconds(t *testing.T) {
 	stopBroker(t, chainURL, stream)
 
 	// Hold the position table so the next run's start-mode check blocks.
-	lockConn, err := pgxConnect(dst)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lockConn.Close(context.Background())
-	lockTx, err := lockConn.Begin(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := lockTx.Exec(context.Background(), `LOCK TABLE sluice_cdc_state IN ACCESS EXCLUSIVE MODE`); err != nil {
-		t.Fatal(err)
-	}
+	unlock := lockTable(t, dst, "sluice_cdc_state")
 	mustSluice(t, run...)
 	cl := temporalClient(t)
 	defer cl.Close()
@@ -64,7 +53,7 @@ func TestKilledWorkerInsideShortActivityIsRetriedWithinSeconds(t *testing.T) {
 
 	w.kill()
 	killed := time.Now()
-	_ = lockTx.Rollback(context.Background())
+	unlock()
 	w.restart()
 	waitFor(t, 60*time.Second, "the start-mode check to finish on the new worker", func() bool { p, _ := pendingPrepare(); return !p })
 	if took := time.Since(killed); took > 30*time.Second {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 
 	// Tests reach the real PostgreSQL to build databases, workloads and comparisons.
@@ -212,4 +213,32 @@ func pgxConnect(db string) (*pgx.Conn, error) {
 		cfg.RuntimeParams[k] = v
 	}
 	return pgx.ConnectConfig(context.Background(), cfg)
+}
+
+// lockTable takes an ACCESS EXCLUSIVE lock on table in db, in a transaction
+// of its own, and returns the function that releases it.
+func lockTable(t *testing.T, db, table string) (release func()) {
+	t.Helper()
+	conn, err := pgxConnect(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx, err := conn.Begin(context.Background())
+	if err != nil {
+		conn.Close(context.Background())
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(context.Background(), `LOCK TABLE `+table+` IN ACCESS EXCLUSIVE MODE`); err != nil {
+		conn.Close(context.Background())
+		t.Fatal(err)
+	}
+	var once sync.Once
+	release = func() {
+		once.Do(func() {
+			_ = tx.Rollback(context.Background())
+			conn.Close(context.Background())
+		})
+	}
+	t.Cleanup(release)
+	return release
 }

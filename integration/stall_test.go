@@ -281,21 +281,10 @@ func TestStallCausesTargetAndWorker(t *testing.T) {
 	requireSameRows(t, r.src, r.dst)
 
 	// A lock on the target holds the apply: the loop turns, nothing commits.
-	lockConn, err := pgxConnect(r.dst)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lockConn.Close(context.Background())
-	lockTx, err := lockConn.Begin(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := lockTx.Exec(context.Background(), `LOCK TABLE t IN ACCESS EXCLUSIVE MODE`); err != nil {
-		t.Fatal(err)
-	}
+	unlock := lockTable(t, r.dst, "t")
 	r.insertSome(6000)
 	r.both("broker", "stalled", "chain_not_advancing", time.Minute)
-	_ = lockTx.Rollback(context.Background())
+	unlock()
 	r.both("broker", "idle", "", time.Minute)
 
 	// Kill the worker: nobody runs either workflow any more.

@@ -158,25 +158,10 @@ var (
 // Columns lists the stored columns of the target's table for tb, in the
 // table's order (generated ones left out).
 func (s *snapshot) Columns(ctx context.Context, tb *chain.Table) ([]string, bool, error) {
-	r, err := s.conn.QueryContext(ctx, `SELECT COLUMN_NAME FROM information_schema.COLUMNS
+	names, err := sqlkit.Strings(ctx, s.conn, classify, "list the columns of "+tableName(tb), `SELECT COLUMN_NAME FROM information_schema.COLUMNS
 		WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ? AND COALESCE(GENERATION_EXPRESSION, '') = ''
 		ORDER BY ORDINAL_POSITION`, tableName(tb))
-	if err != nil {
-		return nil, false, classify(err, "list the columns of "+tableName(tb))
-	}
-	defer r.Close()
-	var names []string
-	for r.Next() {
-		var n string
-		if err := r.Scan(&n); err != nil {
-			return nil, false, classify(err, "list the columns of "+tableName(tb))
-		}
-		names = append(names, n)
-	}
-	if err := r.Err(); err != nil {
-		return nil, false, classify(err, "list the columns of "+tableName(tb))
-	}
-	return names, len(names) > 0, nil
+	return names, len(names) > 0, err
 }
 
 // Normalisers gives an unconstrained decimal column (stored as

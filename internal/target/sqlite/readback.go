@@ -91,23 +91,8 @@ var _ readback.ColumnReader = (*snapshot)(nil)
 // Columns lists the stored columns of the target's table for tb, in the
 // table's order (generated ones left out).
 func (s *snapshot) Columns(ctx context.Context, tb *chain.Table) ([]string, bool, error) {
-	r, err := s.conn.QueryContext(ctx, "SELECT name FROM pragma_table_xinfo(?) WHERE hidden = 0 ORDER BY cid", tableName(tb))
-	if err != nil {
-		return nil, false, classify(err, "list the columns of "+tableName(tb))
-	}
-	defer r.Close()
-	var names []string
-	for r.Next() {
-		var n string
-		if err := r.Scan(&n); err != nil {
-			return nil, false, classify(err, "list the columns of "+tableName(tb))
-		}
-		names = append(names, n)
-	}
-	if err := r.Err(); err != nil {
-		return nil, false, classify(err, "list the columns of "+tableName(tb))
-	}
-	return names, len(names) > 0, nil
+	names, err := sqlkit.Strings(ctx, s.conn, classify, "list the columns of "+tableName(tb), "SELECT name FROM pragma_table_xinfo(?) WHERE hidden = 0 ORDER BY cid", tableName(tb))
+	return names, len(names) > 0, err
 }
 
 // TestSQLiteREALs pins what SQLite does to the REALs the rules rely on:

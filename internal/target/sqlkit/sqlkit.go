@@ -74,3 +74,25 @@ func WithTx(ctx context.Context, db *sql.DB, begin string, classify Classify, wh
 	}
 	return nil
 }
+
+// Strings runs a query of one text column and returns its values in order;
+// a failure is classified as what.
+func Strings(ctx context.Context, q Execer, classify Classify, what, query string, args ...any) ([]string, error) {
+	r, err := q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, classify(err, what)
+	}
+	defer r.Close()
+	var out []string
+	for r.Next() {
+		var s string
+		if err := r.Scan(&s); err != nil {
+			return nil, classify(err, what)
+		}
+		out = append(out, s)
+	}
+	if err := r.Err(); err != nil {
+		return nil, classify(err, what)
+	}
+	return out, nil
+}
