@@ -26,13 +26,15 @@ const (
 // ever, and gains a transaction ID column only when a change named by an
 // opaque ID is marked (upgradeMarks).
 func EnsureControlTables(ctx context.Context, conn *pgx.Conn) error {
-	_, err := conn.Exec(ctx, `
-		CREATE TABLE IF NOT EXISTS `+stateTable+` (
+	// One statement a call, as every statement the target sends
+	// (docs/security.md).
+	for _, stmt := range []string{`
+		CREATE TABLE IF NOT EXISTS ` + stateTable + ` (
 			stream_id  text PRIMARY KEY,
 			token      text NOT NULL,
 			checksum   text NOT NULL,
-			updated_at timestamptz NOT NULL DEFAULT now());
-		CREATE TABLE IF NOT EXISTS `+marksTable+` (
+			updated_at timestamptz NOT NULL DEFAULT now())`, `
+		CREATE TABLE IF NOT EXISTS ` + marksTable + ` (
 			stream_id     text   NOT NULL,
 			link_id       text   NOT NULL,
 			xid           bigint NOT NULL,
@@ -43,9 +45,11 @@ func EnsureControlTables(ctx context.Context, conn *pgx.Conn) error {
 			first_ordinal int    NOT NULL,
 			-- applied ordinals as inclusive ranges: lo1, hi1, lo2, hi2, …
 			ranges        int[]  NOT NULL,
-			PRIMARY KEY (stream_id, xid, commit_lsn, tx_id, first_ordinal));`)
-	if err != nil {
-		return marksErr(err, "create the broker's control tables")
+			PRIMARY KEY (stream_id, xid, commit_lsn, tx_id, first_ordinal))`,
+	} {
+		if _, err := conn.Exec(ctx, stmt); err != nil {
+			return marksErr(err, "create the broker's control tables")
+		}
 	}
 	return nil
 }
@@ -67,11 +71,14 @@ func marksHaveTxID(ctx context.Context, q interface {
 // upgradeMarks adds the transaction ID column to a marks table of the first
 // layout and makes it part of the key, in tx.
 func upgradeMarks(ctx context.Context, tx pgx.Tx) error {
-	_, err := tx.Exec(ctx, `ALTER TABLE `+marksTable+` ADD COLUMN IF NOT EXISTS tx_id text NOT NULL DEFAULT '';
-		ALTER TABLE `+marksTable+` DROP CONSTRAINT IF EXISTS sluice_cdc_apply_marks_pkey,
-			ADD PRIMARY KEY (stream_id, xid, commit_lsn, tx_id, first_ordinal)`)
-	if err != nil {
-		return marksErr(err, "add the transaction ID column to "+marksTable)
+	for _, stmt := range []string{
+		`ALTER TABLE ` + marksTable + ` ADD COLUMN IF NOT EXISTS tx_id text NOT NULL DEFAULT ''`,
+		`ALTER TABLE ` + marksTable + ` DROP CONSTRAINT IF EXISTS sluice_cdc_apply_marks_pkey,
+			ADD PRIMARY KEY (stream_id, xid, commit_lsn, tx_id, first_ordinal)`,
+	} {
+		if _, err := tx.Exec(ctx, stmt); err != nil {
+			return marksErr(err, "add the transaction ID column to "+marksTable)
+		}
 	}
 	return nil
 }

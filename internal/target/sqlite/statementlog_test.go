@@ -197,51 +197,17 @@ func TestHostileNamesStatementLog(t *testing.T) {
 	if !slices.Equal(got, wantFlat) {
 		t.Errorf("rows %q, want %q", got, wantFlat)
 	}
+	carried := 0
 	for _, s := range log.Statements() {
-		if err := inert(s); err != nil {
+		if !strings.Contains(s, "DROP TABLE x") {
+			continue // sluice's own text, carrying nothing of the names
+		}
+		carried++
+		if err := targettest.Inert(s); err != nil {
 			t.Errorf("%v: %q", err, s)
 		}
 	}
-}
-
-// inert reports why stmt is not one plain statement: with its string
-// literals and quoted identifiers ('…', "…", `…`, […]) taken out, what is
-// left must hold no second statement (a ';' before the end), no comment
-// and no pwned.
-func inert(stmt string) error {
-	var rest strings.Builder
-	for i := 0; i < len(stmt); i++ {
-		c := stmt[i]
-		closing := map[byte]byte{'\'': '\'', '"': '"', '`': '`', '[': ']'}[c]
-		if closing == 0 {
-			rest.WriteByte(c)
-			continue
-		}
-		// Skip to the closing quote; a doubled one is part of the text.
-		j := i + 1
-		for ; j < len(stmt); j++ {
-			if stmt[j] == closing {
-				if closing != ']' && j+1 < len(stmt) && stmt[j+1] == closing {
-					j++
-					continue
-				}
-				break
-			}
-		}
-		if j >= len(stmt) {
-			return errors.New("an unterminated quote")
-		}
-		rest.WriteString(" q ")
-		i = j
+	if carried == 0 {
+		t.Error("no recorded statement carried the hostile names; the log missed the restore")
 	}
-	r := strings.TrimRight(strings.TrimSpace(rest.String()), ";")
-	switch {
-	case strings.Contains(r, ";"):
-		return errors.New("a second statement")
-	case strings.Contains(r, "--"), strings.Contains(r, "/*"):
-		return errors.New("a comment")
-	case strings.Contains(strings.ToLower(r), "pwned"):
-		return errors.New("pwned outside a quote")
-	}
-	return nil
 }

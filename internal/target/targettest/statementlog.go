@@ -3,6 +3,7 @@ package targettest
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"regexp"
 	"strings"
 	"testing"
@@ -180,4 +181,47 @@ func RequireExpected(t *testing.T, expected, got []string) {
 			t.Errorf("a statement outside the expected set reached the target: %q", s)
 		}
 	}
+}
+
+// Inert reports why stmt is not one plain statement: with its string
+// literals and quoted identifiers ('…', "…", `…`, […]; a doubled quote is part of
+// the text) taken out, what is
+// left must hold no second statement (a ';' before the end), no comment
+// and none of the hostile texts (pwned, DROP TABLE x).
+func Inert(stmt string) error {
+	var rest strings.Builder
+	for i := 0; i < len(stmt); i++ {
+		c := stmt[i]
+		closing := map[byte]byte{'\'': '\'', '"': '"', '`': '`', '[': ']'}[c]
+		if closing == 0 {
+			rest.WriteByte(c)
+			continue
+		}
+		// Skip to the closing quote; a doubled one is part of the text.
+		j := i + 1
+		for ; j < len(stmt); j++ {
+			if stmt[j] == closing {
+				if closing != ']' && j+1 < len(stmt) && stmt[j+1] == closing {
+					j++
+					continue
+				}
+				break
+			}
+		}
+		if j >= len(stmt) {
+			return errors.New("an unterminated quote")
+		}
+		rest.WriteString(" q ")
+		i = j
+	}
+	r := strings.TrimRight(strings.TrimSpace(rest.String()), ";")
+	switch {
+	case strings.Contains(r, ";"):
+		return errors.New("a second statement")
+	case strings.Contains(r, "--"), strings.Contains(r, "/*"):
+		return errors.New("a comment")
+	case strings.Contains(strings.ToLower(r), "pwned"), strings.Contains(r, "DROP TABLE x"):
+		return errors.New("hostile text outside a quote")
+	}
+	return nil
 }
