@@ -60,13 +60,14 @@ func (c *cli) root() *cobra.Command {
 	c.temporal.Bind(root.PersistentFlags())
 	tracing.BindFlag(root.PersistentFlags(), &c.otlpEndpoint)
 	c.bindConfig(root)
+	setVersion(root)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
 		return usageError("%v", err)
 	})
 
 	backup := &cobra.Command{Use: "backup", Short: "Write backups into a chain"}
 	backup.AddCommand(c.backupFullCmd(), c.backupIncrementalCmd(), c.backupStreamCmd(), c.verifyChainCmd(), c.pruneCmd(), c.compactCmd())
-	root.AddCommand(backup, c.restoreCmd(), c.syncCmd(), c.verifyCmd(), c.validateConfigCmd(), c.codecServerCmd())
+	root.AddCommand(backup, c.restoreCmd(), c.syncCmd(), c.verifyCmd(), c.validateConfigCmd(), c.codecServerCmd(), c.versionCmd())
 	return root
 }
 

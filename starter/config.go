@@ -23,7 +23,7 @@ func (c *cli) bindConfig(root *cobra.Command) {
 // flags that neither the command line nor the environment set, and resolves
 // --source @NAME / --target @NAME. It is the only place the file meets flags.
 func (c *cli) loadConfig(cmd *cobra.Command) error {
-	if cmd.Name() == "help" || strings.HasPrefix(cmd.Name(), "__complete") {
+	if cmd.Name() == "help" || strings.HasPrefix(cmd.Name(), "__complete") || isVersionCmd(cmd) {
 		return nil
 	}
 	path := c.configPath

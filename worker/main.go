@@ -31,6 +31,9 @@ func main() {
 }
 
 func run(args []string) int {
+	if len(args) == 1 && args[0] == "version" {
+		return printVersion(os.Stdout)
+	}
 	var cfg temporalcfg.Config
 	fs := pflag.NewFlagSet("sluice-worker", pflag.ContinueOnError)
 	cfg.Bind(fs)
@@ -38,12 +41,20 @@ func run(args []string) int {
 	admin.bind(fs)
 	var otlpEndpoint string
 	tracing.BindFlag(fs, &otlpEndpoint)
+	showVersion := fs.Bool("version", false, "print the build's module version, VCS commit and Go version, and exit (also: sluice-worker version)")
 	configPath := fs.String("config", os.Getenv("SLUICE_CONFIG"), "TOML configuration file ([temporal] and [worker] tables); flags and the environment override it (env SLUICE_CONFIG)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
 			return 0
 		}
 		fmt.Fprintf(os.Stderr, "sluice-worker: %s: %v\n", errcode.Usage, err)
+		return errcode.ExitUsage
+	}
+	if *showVersion {
+		return printVersion(os.Stdout)
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "sluice-worker: %s: unexpected argument %q (the only command is \"version\")\n", errcode.Usage, fs.Arg(0))
 		return errcode.ExitUsage
 	}
 	if *configPath != "" {
