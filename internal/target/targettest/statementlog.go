@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -156,11 +157,18 @@ var (
 
 // Shape is a statement with its string literals and numbers blanked and
 // its white space folded, so two runs' statements that differ only in
-// values (positions, IDs, times) compare equal.
+// values (positions, IDs, times) compare equal. The assignments of a
+// session's SET a = …, b = … are sorted: a driver sends them in map order.
 func Shape(stmt string) string {
 	s := shapeStrings.ReplaceAllString(stmt, "'?'")
 	s = shapeNumbers.ReplaceAllString(s, "0")
-	return strings.TrimSpace(shapeSpace.ReplaceAllString(s, " "))
+	s = strings.TrimSpace(shapeSpace.ReplaceAllString(s, " "))
+	if rest, ok := strings.CutPrefix(s, "SET "); ok && !strings.ContainsAny(rest, "()") {
+		parts := strings.Split(rest, ", ")
+		slices.Sort(parts)
+		s = "SET " + strings.Join(parts, ", ")
+	}
+	return s
 }
 
 // RequireExpected fails unless every statement of got has the Shape of a
@@ -185,10 +193,11 @@ func RequireExpected(t *testing.T, expected, got []string) {
 
 // Inert reports why stmt is not one plain statement: with its string
 // literals and quoted identifiers ('…', "…", `…`, […]; a doubled quote is part of
-// the text) taken out, what is
+// the text; with backslashEscapes, as MySQL reads them, a backslash
+// escapes the next byte inside a quoted string) taken out, what is
 // left must hold no second statement (a ';' before the end), no comment
 // and none of the hostile texts (pwned, DROP TABLE x).
-func Inert(stmt string) error {
+func Inert(stmt string, backslashEscapes bool) error {
 	var rest strings.Builder
 	for i := 0; i < len(stmt); i++ {
 		c := stmt[i]
@@ -200,6 +209,10 @@ func Inert(stmt string) error {
 		// Skip to the closing quote; a doubled one is part of the text.
 		j := i + 1
 		for ; j < len(stmt); j++ {
+			if backslashEscapes && stmt[j] == '\\' && (closing == '\'' || closing == '"') {
+				j++
+				continue
+			}
 			if stmt[j] == closing {
 				if closing != ']' && j+1 < len(stmt) && stmt[j+1] == closing {
 					j++
