@@ -173,6 +173,14 @@ func BrokerWorkflow(ctx workflow.Context, in BrokerInput) (BrokerResult, error) 
 				}
 				st.failed(ctx, err)
 				st.Phase = "failed"
+				if errorCode(err) == string(errcode.ChainSchemaRefused) {
+					// The chain itself is refused (docs/security.md): another
+					// cold start would meet the same schema, so say that, not
+					// "run again".
+					return BrokerResult{Status: st}, temporal.NewNonRetryableApplicationError(
+						string(errcode.ChainSchemaRefused)+": the cold start refused the chain's recorded schema (the target may hold a partial restore and no position): "+err.Error(),
+						string(errcode.ChainSchemaRefused), err)
+				}
 				return BrokerResult{Status: st}, temporal.NewNonRetryableApplicationError(
 					string(errcode.BrokerColdStartPartial)+": the cold start failed after its drop began: "+err.Error(), string(errcode.BrokerColdStartPartial), err)
 			}
