@@ -66,7 +66,12 @@ func newLoggedDB(t *testing.T, prefix string) *loggedDB {
 	return &loggedDB{name: db, path: path, start: st.Size()}
 }
 
-var logLine = regexp.MustCompile(`^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(\.\d+)? \S+ \[\d+\] (\S*)@(\S*) (\w+):  (.*)$`)
+// logLine is the start of an entry: the time and process, then for a
+// session's entry user@database (%q drops it for other processes).
+var (
+	logStart = regexp.MustCompile(`^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(\.\d+)? \S+ \[\d+\] `)
+	logLine  = regexp.MustCompile(`^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(\.\d+)? \S+ \[\d+\] (\S*)@(\S*) (\w+):  (.*)$`)
+)
 
 // statementMessage is the message log_statement writes: "statement: …"
 // (simple protocol) or "execute <name>: …" (extended protocol).
@@ -92,8 +97,12 @@ func (l *loggedDB) Statements(t *testing.T) []string {
 	sc.Buffer(make([]byte, 1<<20), 64<<20)
 	for sc.Scan() {
 		line := sc.Text()
-		if m := logLine.FindStringSubmatch(line); m != nil {
-			entries = append(entries, entry{db: m[3], level: m[4], msg: m[5]})
+		if logStart.MatchString(line) {
+			e := entry{}
+			if m := logLine.FindStringSubmatch(line); m != nil {
+				e = entry{db: m[3], level: m[4], msg: m[5]}
+			}
+			entries = append(entries, e)
 			continue
 		}
 		// A statement of several lines continues on lines of its own
