@@ -5,7 +5,7 @@ export SLUICE_STATE ?= $(HOME)/.local/state/sluice
 export SLUICE_TOOLS ?= $(HOME)/.cache/sluice/bin
 GO ?= go
 
-.PHONY: demo demo-stop demo-clean bench-apply bench-capture test unit build services stop-services worker stop-worker lint bench bench-full fuzz soak
+.PHONY: demo demo-stop demo-clean bench-apply bench-capture test unit build services stop-services worker stop-worker lint bench bench-full fuzz soak image image-test
 
 build:
 	$(GO) build -o bin/sluice ./starter
@@ -37,7 +37,7 @@ test: services
 
 # The cross-engine matrix, large: every source × target kill test with ten
 # times CI's workload and kills (about an hour here).
-soak: services
+soak: services image-test
 	source $(SLUICE_STATE)/services.env && SLUICE_SOAK_SCALE=10 SLUICE_REQUIRE_SERVICES=1 \
 		$(GO) test -count=1 -timeout 120m -v -run 'SurvivesWorkerKills' ./integration/
 
@@ -67,3 +67,23 @@ bench-apply: build services
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzDecodeChunk -fuzztime 60s ./internal/chain/
+
+# The container image, built without a container daemon (docs/deploy.md): both
+# binaries with cgo (pg_query_go) linked statically, assembled on an empty base
+# by deploy/image into an OCI layout (bin/sluice-image) and a docker-load
+# tarball (bin/sluice-image.tar). Takes minutes on a cold build cache.
+IMAGE_GOFLAGS = -buildvcs=true -tags netgo,osusergo,timetzdata \
+	-ldflags '-s -w -linkmode external -extldflags "-static"'
+
+image:
+	mkdir -p bin/image
+	# One go build for both, so both record the same commit.
+	CGO_ENABLED=1 $(GO) build $(IMAGE_GOFLAGS) -o bin/image/ ./starter ./worker
+	mv bin/image/starter bin/image/sluice
+	mv bin/image/worker bin/image/sluice-worker
+	$(GO) run ./deploy/image -sluice bin/image/sluice -worker bin/image/sluice-worker \
+		-layout bin/sluice-image -tar bin/sluice-image.tar
+
+# Unpack the built image and run both binaries' version commands from it.
+image-test: image
+	SLUICE_IMAGE=$(CURDIR)/bin/sluice-image $(GO) test -count=1 -run TestBuiltImage -v ./deploy/image/
