@@ -5,7 +5,8 @@
 #   - MariaDB with its binlog on in ROW format,
 #   - a Temporal dev server (with its Web UI) on 127.0.0.1:7233 / :8233,
 #   - versitygw, an S3-compatible server, on 127.0.0.1:7070,
-#   - promtool (Debian's, unpacked), to check the shipped alert rules.
+#   - promtool (Debian's, unpacked), to check the shipped alert rules,
+#   - systemd-analyze (Debian's systemd package), to check the shipped unit.
 # It is idempotent: what is already right is left alone, nothing is started
 # twice, and a database is restarted only when one of its settings changed.
 # Temporal and versitygw run detached; deploy/dev/stop-services.sh stops them.
@@ -96,6 +97,16 @@ ensure_promtool() {
 	install -m 0755 "$tmp/x/usr/bin/promtool" "$bin"
 	rm -rf "$tmp"
 	log "promtool: $("$bin" --version 2>&1 | head -n 1)"
+}
+
+# ensure_systemd_analyze installs Debian's systemd package when systemd-analyze
+# is missing: the tests verify deploy/systemd's unit with it. In a container
+# it only adds files; nothing is started or switched to systemd.
+ensure_systemd_analyze() {
+	command -v systemd-analyze >/dev/null && return
+	log "systemd-analyze: installing Debian's systemd package"
+	{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends systemd >/dev/null; } ||
+		die "systemd-analyze: apt-get install systemd failed"
 }
 
 # ---------------------------------------------------------------- PostgreSQL
@@ -394,6 +405,7 @@ main() {
 	ensure_tool temporal "$TEMPORAL_MODULE" "$TEMPORAL_VERSION"
 	ensure_tool versitygw "$VERSITYGW_MODULE" "$VERSITYGW_VERSION"
 	ensure_promtool
+	ensure_systemd_analyze
 	ensure_postgres
 	ensure_mariadb
 	ensure_temporal
