@@ -12,6 +12,7 @@ import (
 	"github.com/sluicehq/sluice/internal/apply"
 	"github.com/sluicehq/sluice/internal/chain"
 	"github.com/sluicehq/sluice/internal/credentials"
+	"github.com/sluicehq/sluice/internal/ddlcheck"
 	"github.com/sluicehq/sluice/internal/errcode"
 	"github.com/sluicehq/sluice/internal/health"
 	"github.com/sluicehq/sluice/internal/target"
@@ -120,6 +121,11 @@ func (a *Activities) prepareBroker(ctx context.Context, p BrokerStartParams) (Br
 		}
 		schema, err := ch.SchemaAt(ctx, cat, cat.Tip().ID)
 		if err != nil {
+			return BrokerStart{}, err
+		}
+		// A schema the readers would refuse is refused here, before the
+		// drop, so the target keeps what it held.
+		if err := ddlcheck.Check(schema); err != nil {
 			return BrokerStart{}, err
 		}
 		if err := tgt.JudgeColdStart(ctx, schema); err != nil {

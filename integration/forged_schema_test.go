@@ -145,11 +145,21 @@ func TestForgedChainRefusedByEveryReader(t *testing.T) {
 				t.Errorf("MariaDB holds %d tables named pwned", n)
 			}
 
+			// The cold start refuses before its drop: what the target held stays.
 			broker := testenv.CreateDB(t, "forgebrk")
+			testenv.Exec(t, broker, `CREATE TABLE a (id int PRIMARY KEY, n numeric); INSERT INTO a VALUES (7, 7)`)
 			stream := fmt.Sprintf("forged-%s-%d", strings.ReplaceAll(f.name, " ", "-"), time.Now().UnixNano()%1e6)
-			refused(t, "broker cold start", sluice(t, "sync", "from-backup", "run", "--backup-target", chainURL,
-				"--target", testenv.DSN(broker), "--stream-id", stream, "--poll-interval", "300ms", "--reset-target-data", "--yes"))
+			cold := sluice(t, "sync", "from-backup", "run", "--backup-target", chainURL,
+				"--target", testenv.DSN(broker), "--stream-id", stream, "--poll-interval", "300ms", "--reset-target-data", "--yes")
+			refused(t, "broker cold start", cold)
 			pwnedPG(t, broker)
+			if strings.Contains(cold.stdout+cold.stderr, "partial") {
+				t.Errorf("the cold start was refused only after its drop began:\n%s", cold)
+			}
+			var kept string
+			if err := queryString(broker, `SELECT count(*)::text FROM a WHERE id = 7`, &kept); err != nil || kept != "1" {
+				t.Errorf("the refused cold start dropped what the target held (table a lost its row)")
+			}
 		})
 	}
 }
