@@ -83,7 +83,7 @@ func (c *Chain) checkpointPolicy() CheckpointPolicy {
 // Generation and the hash of that generation's stored bytes, which the
 // next commit names as its Prev.
 type catalogCheckpoint struct {
-	FormatVersion int `json:"format_version"`
+	FormatVersion int    `json:"format_version"`
 	ChainID       string `json:"chain_id"`
 	Generation    int64  `json:"generation"`
 	// Commit is the SHA-256 of the stored bytes of generation Generation
