@@ -88,6 +88,15 @@ func (cat *Catalog) Links() []Link {
 	return out
 }
 
+// LinkCount returns the number of links, without listing them.
+func (cat *Catalog) LinkCount() int {
+	n := 0
+	for _, s := range cat.Segments {
+		n += 1 + len(s.Incrementals)
+	}
+	return n
+}
+
 // Find returns the link with the given ID and the index of its segment.
 func (cat *Catalog) Find(id string) (Link, int, bool) {
 	for i, s := range cat.Segments {
@@ -151,7 +160,10 @@ func (cat *Catalog) AppendIncremental(m *Manifest) error {
 		return errcode.New(errcode.ChainInvalid, "append incremental %s: start position %s is not the tip's end position %s",
 			m.ID, m.StartPosition, tip.EndPosition)
 	}
-	if _, _, dup := cat.Find(m.ID); dup {
+	// A link already in the catalog cannot chain onto the tip: its
+	// content-derived ID covers its parent, which is not the tip (or it
+	// would be the tip's own ID). So no search of the catalog is needed.
+	if m.ID == tip.ID {
 		return errcode.New(errcode.ChainInvalid, "append incremental %s: already in the catalog", m.ID)
 	}
 	cat.appendTail(LinkFromManifest(m))

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -47,6 +48,9 @@ func (c *Chain) readLegacy(ctx context.Context, gen int64) (*legacyGen, error) {
 	}
 	if cat.FormatVersion == CatalogFormatVersionCommits {
 		return &legacyGen{fence: true}, nil
+	}
+	if err := ValidateCatalog(cat); err != nil {
+		return nil, fmt.Errorf("catalog %s: %w", key, err)
 	}
 	cat.tail = new(atomic.Bool)
 	return &legacyGen{cat: cat, hash: sha256Hex(data)}, nil

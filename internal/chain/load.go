@@ -18,7 +18,7 @@ const refreshHorizon = 10 * time.Minute
 // LoadCatalog returns the latest committed catalog generation: the newest
 // checkpoint (found by listing, the one read that is never trusted to a
 // hint) and the commits after it, each checked against the hash of the
-// generation before it. A chain without checkpoints (of catalog format 1 or
+// generation before it. The catalog returned passes ValidateCatalog. A chain without checkpoints (of catalog format 1 or
 // 2) is read as before: its latest whole generation, found from the HEAD
 // hint or the listing and probing forward. No catalog at all is a coded
 // errcode.ChainNotFound error.
