@@ -53,7 +53,7 @@ type CheckpointPolicy struct {
 }
 
 // DefaultCheckpointPolicy is the policy a Chain starts with. Every was
-// measured with BenchmarkCatalog (docs/chain-format.md §2.6): a load reads
+// measured with BenchmarkCheckpointEvery (docs/chain-format.md §2.3): a load reads
 // one checkpoint and up to Every commits, each a request of a few hundred
 // bytes, so Every bounds the requests of a load while a checkpoint,
 // which grows with the chain, is written once per Every commits.

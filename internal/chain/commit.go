@@ -98,7 +98,7 @@ func (c *Chain) prepareCommit(ctx context.Context, next *Catalog) (*pendingCommi
 // landing). It is the same error when the generation had been committed
 // by another writer and expired by retention before this one created it
 // again: a checkpoint at or after the generation then shows the commit is
-// not part of the chain (docs/chain-format.md §2.5). next must pass
+// not part of the chain (docs/chain-format.md §2.4, §2.6). next must pass
 // ValidateCatalog.
 //
 // The first commit on a chain of catalog format 1 or 2 writes a checkpoint
