@@ -46,10 +46,11 @@ func seedCatalog(tb testing.TB, c *Chain, n int) *Catalog {
 	if err := c.writeFence(context.Background(), cat.ChainID, 1, cat.Source); err != nil {
 		tb.Fatal(err)
 	}
-	if err := c.writeCheckpoint(context.Background(), cat, hash); err != nil {
+	pages := &pageSet{}
+	if err := c.writeCheckpoint(context.Background(), cat, hash, pages); err != nil {
 		tb.Fatal(err)
 	}
-	cat.stored = newStored(hash, false, cat.Generation, 0, 0)
+	cat.stored = newStored(hash, false, cat.Generation, 0, 0, pages)
 	cat.stored.verified.Store(time.Now().UnixNano())
 	return cat
 }

@@ -73,10 +73,16 @@ type storedState struct {
 	// verified is when (UnixNano) a read found generation+1 missing: a
 	// missing next commit is trusted for refreshHorizon after it.
 	verified atomic.Int64
+	// pages are the checkpoint pages known to be stored.
+	pages *pageSet
 }
 
-func newStored(hash string, legacy bool, checkpoint, since, sinceBytes int64) *storedState {
-	return &storedState{hash: hash, legacy: legacy, checkpoint: checkpoint, since: since, sinceBytes: sinceBytes}
+// newStored returns a stored state; pages nil starts an empty page set.
+func newStored(hash string, legacy bool, checkpoint, since, sinceBytes int64, pages *pageSet) *storedState {
+	if pages == nil {
+		pages = &pageSet{}
+	}
+	return &storedState{hash: hash, legacy: legacy, checkpoint: checkpoint, since: since, sinceBytes: sinceBytes, pages: pages}
 }
 
 func sha256Hex(b []byte) string {

@@ -88,19 +88,26 @@ type catalogCheckpoint struct {
 	Generation    int64  `json:"generation"`
 	// Commit is the SHA-256 of the stored bytes of generation Generation
 	// (its commit, or a whole generation of format 1 or 2).
-	Commit    string     `json:"commit_sha256"`
-	CreatedAt time.Time  `json:"created_at"`
-	Source    SourceInfo `json:"source"`
-	Segments  []Segment  `json:"segments"`
+	Commit    string              `json:"commit_sha256"`
+	CreatedAt time.Time           `json:"created_at"`
+	Source    SourceInfo          `json:"source"`
+	Segments  []checkpointSegment `json:"segments"`
 }
 
 // writeCheckpoint writes the checkpoint of cat, whose stored state must be
 // known, create-only. An existing checkpoint of the same generation holds
 // the same catalog (generations are immutable while they can be
 // checkpointed), so finding one is success.
-func (c *Chain) writeCheckpoint(ctx context.Context, cat *Catalog, hash string) error {
+func (c *Chain) writeCheckpoint(ctx context.Context, cat *Catalog, hash string, pages *pageSet) error {
+	if pages == nil {
+		pages = &pageSet{}
+	}
+	segs, err := c.pagedSegments(ctx, cat, pages)
+	if err != nil {
+		return err
+	}
 	cp := catalogCheckpoint{FormatVersion: CatalogFormatVersionCommits, ChainID: cat.ChainID, Generation: cat.Generation,
-		Commit: hash, CreatedAt: NormalizeTime(time.Now()), Source: cat.Source, Segments: cat.Segments}
+		Commit: hash, CreatedAt: NormalizeTime(time.Now()), Source: cat.Source, Segments: segs}
 	data, err := json.Marshal(&cp)
 	if err != nil {
 		return fmt.Errorf("encode checkpoint %d: %w", cat.Generation, err)
@@ -112,9 +119,9 @@ func (c *Chain) writeCheckpoint(ctx context.Context, cat *Catalog, hash string) 
 	return nil
 }
 
-// readCheckpoint reads the checkpoint of generation gen; nil, nil when it
-// does not exist.
-func (c *Chain) readCheckpoint(ctx context.Context, gen int64) (*Catalog, string, error) {
+// readCheckpoint reads the checkpoint of generation gen and its pages
+// (adding them to pages); nil, nil when it does not exist.
+func (c *Chain) readCheckpoint(ctx context.Context, gen int64, pages *pageSet) (*Catalog, string, error) {
 	key := CheckpointKey(gen)
 	data, err := blobstore.ReadAll(ctx, c.store, key)
 	if errors.Is(err, blobstore.ErrNotFound) {
@@ -137,8 +144,12 @@ func (c *Chain) readCheckpoint(ctx context.Context, gen int64) (*Catalog, string
 	if !validDigest(cp.Commit) {
 		return nil, "", errcode.New(errcode.ChainInvalid, "catalog checkpoint %s: commit hash %q is not a SHA-256", key, cp.Commit)
 	}
+	segs, err := c.unpage(ctx, key, cp.Segments, pages)
+	if err != nil {
+		return nil, "", err
+	}
 	cat := &Catalog{FormatVersion: CatalogFormatVersionCommits, ChainID: cp.ChainID, Generation: cp.Generation,
-		Source: cp.Source, Segments: cp.Segments, tail: new(atomic.Bool)}
+		Source: cp.Source, Segments: segs, tail: new(atomic.Bool)}
 	if err := ValidateCatalog(cat); err != nil {
 		return nil, "", fmt.Errorf("catalog checkpoint %s: %w", key, err)
 	}

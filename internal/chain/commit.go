@@ -131,7 +131,7 @@ func (c *Chain) writeCommit(ctx context.Context, pc *pendingCommit) error {
 	gen := next.Generation
 	var st storedState
 	if base != nil {
-		st.checkpoint, st.since, st.sinceBytes = base.stored.checkpoint, base.stored.since, base.stored.sinceBytes
+		st.checkpoint, st.since, st.sinceBytes, st.pages = base.stored.checkpoint, base.stored.since, base.stored.sinceBytes, base.stored.pages
 	}
 	if base == nil || base.stored.legacy {
 		// Readers and writers of the old version stop at the fence.
@@ -140,7 +140,7 @@ func (c *Chain) writeCommit(ctx context.Context, pc *pendingCommit) error {
 		}
 	}
 	if base != nil && base.stored.legacy {
-		if err := c.writeCheckpoint(ctx, base, base.stored.hash); err != nil {
+		if err := c.writeCheckpoint(ctx, base, base.stored.hash, base.stored.pages); err != nil {
 			return fmt.Errorf("commit catalog generation %d: checkpoint of generation %d: %w", gen, base.Generation, err)
 		}
 		st.checkpoint, st.since, st.sinceBytes = base.Generation, 0, 0
@@ -166,11 +166,11 @@ func (c *Chain) writeCommit(ctx context.Context, pc *pendingCommit) error {
 	}
 	next.FormatVersion = CatalogFormatVersionCommits
 	next.parent = nil
-	next.stored = newStored(hash, false, st.checkpoint, st.since+1, st.sinceBytes+int64(len(pc.data)))
+	next.stored = newStored(hash, false, st.checkpoint, st.since+1, st.sinceBytes+int64(len(pc.data)), st.pages)
 	// The generation after this one did not exist when this one was created.
 	next.stored.verified.Store(started.UnixNano())
 	if p := c.checkpointPolicy(); next.stored.checkpoint == 0 || next.stored.since >= p.Every || next.stored.sinceBytes >= p.Bytes {
-		if err := c.writeCheckpoint(ctx, next, hash); err == nil {
+		if err := c.writeCheckpoint(ctx, next, hash, next.stored.pages); err == nil {
 			next.stored.checkpoint, next.stored.since, next.stored.sinceBytes = gen, 0, 0
 		}
 	}

@@ -448,3 +448,82 @@ func TestExpireCatalog(t *testing.T) {
 	}
 	sameCatalog(t, "after expiry", got, cat)
 }
+
+// TestCheckpointPages: a checkpoint of a long segment stores its
+// incrementals in pages written once and named again by later
+// checkpoints; a pruned segment's pages expire.
+func TestCheckpointPages(t *testing.T) {
+	ctx := context.Background()
+	s := newMemStore()
+	c := Open(s)
+	c.SetCheckpointPolicy(CheckpointPolicy{Every: 10})
+	cat := seedCatalog(t, c, 2*pageLinks+500)
+	countPages := func() int {
+		n := 0
+		for k := range s.objects {
+			if strings.HasPrefix(k, pagePrefix) {
+				n++
+			}
+		}
+		return n
+	}
+	if n := countPages(); n != 2 {
+		t.Fatalf("%d pages for %d incrementals", n, len(cat.Segments[0].Incrementals))
+	}
+	if n := len(s.raw(CheckpointKey(cat.Generation))); n > (pageLinks/2+10)*300 {
+		t.Fatalf("checkpoint of %d bytes", n)
+	}
+	for range 520 {
+		cat = commitOne(t, c, cat)
+	}
+	if n := countPages(); n != 3 {
+		t.Fatalf("%d pages after a third page filled", n)
+	}
+	got, err := Open(s).LoadCatalog(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameCatalog(t, "paged", got, cat)
+	// A damaged page is refused.
+	var page string
+	for k := range s.objects {
+		if strings.HasPrefix(k, pagePrefix) {
+			page = k
+			break
+		}
+	}
+	orig := s.raw(page)
+	s.set(page, append([]byte(" "), orig...))
+	if _, err := Open(s).LoadCatalog(ctx); !errcode.Is(err, errcode.ChainInvalid) {
+		t.Fatalf("damaged page: %v", err)
+	}
+	s.set(page, orig)
+	// Rotate, prune the long segment away, checkpoint: its pages expire.
+	next := got.Next()
+	if err := next.Rotate(&Manifest{ID: synthID(1 << 30), Kind: KindFull, Parent: got.Tip().ID, Source: testSource,
+		StartPosition: got.Tip().EndPosition, EndPosition: got.Tip().EndPosition, CreatedAt: synthStart}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.CommitCatalog(ctx, next); err != nil {
+		t.Fatal(err)
+	}
+	pruned := next.Next()
+	pruned.Segments = pruned.Segments[1:]
+	if err := c.CommitCatalog(ctx, pruned); err != nil {
+		t.Fatal(err)
+	}
+	cat = pruned
+	for range 20 {
+		cat = commitOne(t, c, cat)
+	}
+	res, err := c.ExpireCatalog(ctx, CatalogRetention{Commits: 5, Checkpoints: 1, Age: time.Hour}, time.Now().Add(2*time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Pages != 3 || countPages() != 0 {
+		t.Fatalf("expired %+v, %d pages left", res, countPages())
+	}
+	if got, err := Open(s).LoadCatalog(ctx); err != nil || got.Generation != cat.Generation {
+		t.Fatalf("load after expiry: %v", err)
+	}
+}

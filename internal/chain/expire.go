@@ -2,8 +2,12 @@ package chain
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/blobstore"
 )
 
 // MinCatalogRetentionAge is the least age a commit or checkpoint must reach
@@ -40,7 +44,7 @@ func (r CatalogRetention) Validate() error {
 
 // ExpireResult reports what ExpireCatalog deleted.
 type ExpireResult struct {
-	Commits, Checkpoints int
+	Commits, Checkpoints, Pages int
 }
 
 // ExpireCatalog deletes the commits and checkpoints r lets go, as of now.
@@ -96,5 +100,52 @@ func (c *Chain) ExpireCatalog(ctx context.Context, r CatalogRetention, now time.
 		}
 		res.Checkpoints++
 	}
-	return res, nil
+	n, err := c.expirePages(ctx, cutoff)
+	res.Pages = n
+	return res, err
+}
+
+// expirePages deletes the checkpoint pages older than cutoff that no
+// remaining checkpoint names (a pruned segment's). A page a checkpoint
+// written later could name again is one of a segment the catalog still
+// holds, which the newest checkpoint names too.
+func (c *Chain) expirePages(ctx context.Context, cutoff time.Time) (int, error) {
+	pages, err := c.store.List(ctx, pagePrefix)
+	if err != nil || len(pages) == 0 {
+		return 0, err
+	}
+	cps, err := c.listNumbered(ctx, checkpointPrefix)
+	if err != nil {
+		return 0, err
+	}
+	named := map[string]bool{}
+	for _, o := range cps {
+		data, err := blobstore.ReadAll(ctx, c.store, o.info.Key)
+		if errors.Is(err, blobstore.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return 0, c.unreachable(err, "read", o.info.Key)
+		}
+		var cp catalogCheckpoint
+		if err := json.Unmarshal(data, &cp); err != nil {
+			return 0, nil // cannot tell what it names: keep every page
+		}
+		for _, s := range cp.Segments {
+			for _, p := range s.Pages {
+				named[PageKey(p.SHA256)] = true
+			}
+		}
+	}
+	n := 0
+	for _, o := range pages {
+		if named[o.Key] || !o.Modified.Before(cutoff) {
+			continue
+		}
+		if err := c.store.Delete(ctx, o.Key); err != nil {
+			return n, c.unreachable(err, "delete", o.Key)
+		}
+		n++
+	}
+	return n, nil
 }

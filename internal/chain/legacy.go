@@ -126,7 +126,7 @@ func (c *Chain) legacyStart(ctx context.Context) (*Catalog, error) {
 		}
 	}
 	cat := cur.cat
-	cat.stored = newStored(cur.hash, true, 0, 0, 0)
+	cat.stored = newStored(cur.hash, true, 0, 0, 0, nil)
 	return cat, nil
 }
 

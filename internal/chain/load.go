@@ -56,12 +56,13 @@ func (c *Chain) loadStart(ctx context.Context) (*Catalog, error) {
 		return c.legacyStart(ctx)
 	}
 	for i := len(cps) - 1; i >= 0; i-- {
-		cat, hash, err := c.readCheckpoint(ctx, cps[i].gen)
+		pages := &pageSet{}
+		cat, hash, err := c.readCheckpoint(ctx, cps[i].gen, pages)
 		if err != nil {
 			return nil, err
 		}
 		if cat != nil {
-			cat.stored = newStored(hash, false, cat.Generation, 0, 0)
+			cat.stored = newStored(hash, false, cat.Generation, 0, 0, pages)
 			return cat, nil
 		}
 	}
@@ -103,7 +104,7 @@ func (c *Chain) readAfter(ctx context.Context, cat *Catalog) (*Catalog, error) {
 				return cat, nil
 			}
 			if !g.fence {
-				g.cat.stored = newStored(g.hash, true, 0, 0, 0)
+				g.cat.stored = newStored(g.hash, true, 0, 0, 0, cat.stored.pages)
 				cat = g.cat
 				continue
 			}
@@ -134,7 +135,7 @@ func (c *Chain) readAfter(ctx context.Context, cat *Catalog) (*Catalog, error) {
 		if err != nil {
 			return nil, err
 		}
-		next.stored = newStored(sha256Hex(data), false, st.checkpoint, st.since+1, st.sinceBytes+int64(len(data)))
+		next.stored = newStored(sha256Hex(data), false, st.checkpoint, st.since+1, st.sinceBytes+int64(len(data)), st.pages)
 		cat = next
 	}
 }
