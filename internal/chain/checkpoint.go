@@ -53,10 +53,10 @@ type CheckpointPolicy struct {
 }
 
 // DefaultCheckpointPolicy is the policy a Chain starts with. Every was
-// measured with BenchmarkCheckpointEvery (docs/chain-format.md §2.3): a load reads
-// one checkpoint and up to Every commits, each a request of a few hundred
-// bytes, so Every bounds the requests of a load while a checkpoint,
-// which grows with the chain, is written once per Every commits.
+// measured with BenchmarkCheckpointEvery (docs/chain-format.md §2.3): a load
+// reads one checkpoint and up to Every commits one after another, so Every
+// bounds a load's requests, while a checkpoint (its page references and up
+// to a page of links) is written once per Every commits.
 var DefaultCheckpointPolicy = CheckpointPolicy{Every: 100, Bytes: 1 << 20}
 
 // SetCheckpointPolicy changes when c's commits write checkpoints. A zero

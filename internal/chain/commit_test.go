@@ -19,7 +19,7 @@ import (
 // requestStore counts the requests a store answers and the bytes it returns.
 type requestStore struct {
 	blobstore.Store
-	gets, lists, puts, bytes atomic.Int64
+	gets, lists, puts, bytes, written atomic.Int64
 }
 
 func (s *requestStore) Get(ctx context.Context, key string) (io.ReadCloser, error) {
@@ -41,11 +41,13 @@ func (s *requestStore) List(ctx context.Context, prefix string) ([]blobstore.Obj
 
 func (s *requestStore) Put(ctx context.Context, key string, data []byte) error {
 	s.puts.Add(1)
+	s.written.Add(int64(len(data)))
 	return s.Store.Put(ctx, key, data)
 }
 
 func (s *requestStore) PutIfAbsent(ctx context.Context, key string, data []byte) error {
 	s.puts.Add(1)
+	s.written.Add(int64(len(data)))
 	return s.Store.PutIfAbsent(ctx, key, data)
 }
 
@@ -56,6 +58,7 @@ func (s *requestStore) reset() {
 	s.lists.Store(0)
 	s.puts.Store(0)
 	s.bytes.Store(0)
+	s.written.Store(0)
 }
 
 // appendLinks commits n incrementals onto cat, one commit each.
