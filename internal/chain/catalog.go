@@ -27,6 +27,9 @@ func NewCatalog(full *Manifest) *Catalog {
 // the spare capacity only when no other copy of cat took it first
 // (otherwise the copy's first append reallocates). cat itself is not
 // changed, so Next may be called on one catalog from several goroutines.
+// Because links are shared, a caller that changes a link in place must
+// first copy the segment's Incrementals (CommitCatalog would not see the
+// change, and cat would show it).
 func (cat *Catalog) Next() *Catalog {
 	next := *cat
 	next.Generation++
