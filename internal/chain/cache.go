@@ -39,3 +39,11 @@ func (cc *CatalogCache) Put(ch *Chain, cat *Catalog) {
 		cc.m.Store(ch.Store().String(), cat)
 	}
 }
+
+// Forget drops what cc holds for ch, so the next Latest loads it whole (a
+// commit that failed may have found the chain other than cc thought).
+func (cc *CatalogCache) Forget(ch *Chain) {
+	if cc != nil {
+		cc.m.Delete(ch.Store().String())
+	}
+}

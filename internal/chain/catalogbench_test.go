@@ -43,7 +43,7 @@ func seedCatalog(tb testing.TB, c *Chain, n int) *Catalog {
 	cat := &Catalog{FormatVersion: CatalogFormatVersionCommits, ChainID: full.ID, Generation: int64(n), Source: testSource,
 		Segments: []Segment{seg}, tail: new(atomic.Bool)}
 	hash := sha256Hex([]byte("seed"))
-	if err := c.writeFence(context.Background(), cat.ChainID, 1, cat.Source); err != nil {
+	if err := c.writeFence(context.Background(), 1); err != nil {
 		tb.Fatal(err)
 	}
 	pages := &pageSet{}

@@ -135,7 +135,7 @@ func (c *Chain) writeCommit(ctx context.Context, pc *pendingCommit) error {
 	}
 	if base == nil || base.stored.legacy {
 		// Readers and writers of the old version stop at the fence.
-		if err := c.writeFence(ctx, next.ChainID, gen, next.Source); err != nil {
+		if err := c.writeFence(ctx, gen); err != nil {
 			return err
 		}
 	}
@@ -160,6 +160,13 @@ func (c *Chain) writeCommit(ctx context.Context, pc *pendingCommit) error {
 	newest, err := c.checkNotExpired(ctx, gen, hash)
 	if err != nil {
 		return err
+	}
+	if newest < st.checkpoint {
+		// The newest checkpoint is never deleted: a store whose newest is
+		// older than one this writer knew holds another chain now (deleted
+		// and created again under the same URL).
+		return errcode.New(errcode.CatalogConflict,
+			"the store's newest catalog checkpoint is generation %d, older than generation %d this writer read: the chain was replaced; nothing this writer wrote is named by it", newest, st.checkpoint)
 	}
 	if newest > st.checkpoint {
 		st.checkpoint, st.since, st.sinceBytes = newest, gen-newest-1, 0

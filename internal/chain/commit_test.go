@@ -530,3 +530,25 @@ func TestCheckpointPages(t *testing.T) {
 		t.Fatalf("load after expiry: %v", err)
 	}
 }
+
+// TestWriterOnAReplacedChain: a writer holding a catalog of a chain that
+// was deleted and created again under the same store is refused, though
+// its generation is free in the new chain.
+func TestWriterOnAReplacedChain(t *testing.T) {
+	ctx := context.Background()
+	s := newMemStore()
+	c := Open(s)
+	c.SetCheckpointPolicy(CheckpointPolicy{Every: 3})
+	stale := appendLinks(t, c, buildChain(t, c), 6)
+	for k := range s.objects {
+		s.Delete(ctx, k)
+	}
+	buildChain(t, c)
+	next := stale.Next()
+	if err := next.AppendIncremental(putIncremental(t, c, stale.Tip(), "0/F000", 77)); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.CommitCatalog(ctx, next); !errcode.Is(err, errcode.CatalogConflict) || !strings.Contains(err.Error(), "replaced") {
+		t.Fatalf("writer on a replaced chain: %v", err)
+	}
+}

@@ -56,16 +56,19 @@ func (c *Chain) readLegacy(ctx context.Context, gen int64) (*legacyGen, error) {
 	return &legacyGen{cat: cat, hash: sha256Hex(data)}, nil
 }
 
-// fenceBytes returns the fence written at generation gen of a chain.
-func fenceBytes(chainID string, gen int64, src SourceInfo) ([]byte, error) {
-	return encodeCatalog(&Catalog{FormatVersion: CatalogFormatVersionCommits, ChainID: chainID, Generation: gen, Source: src, Segments: []Segment{}})
+// fenceBytes returns the fence written at generation gen: the same bytes
+// for every writer of this version, whatever chain it writes, so that a
+// writer that died after writing one leaves nothing another must refuse
+// (the commit after it is the compare-and-swap).
+func fenceBytes(gen int64) ([]byte, error) {
+	return encodeCatalog(&Catalog{FormatVersion: CatalogFormatVersionCommits, Generation: gen, Segments: []Segment{}})
 }
 
-// writeFence creates the fence at generation gen. Finding the same fence
-// there is success (another writer of this version is committing gen);
+// writeFence creates the fence at generation gen. Finding the fence there
+// already is success (another writer of this version is committing gen);
 // anything else there is a coded errcode.CatalogConflict error.
-func (c *Chain) writeFence(ctx context.Context, chainID string, gen int64, src SourceInfo) error {
-	data, err := fenceBytes(chainID, gen, src)
+func (c *Chain) writeFence(ctx context.Context, gen int64) error {
+	data, err := fenceBytes(gen)
 	if err != nil {
 		return err
 	}

@@ -146,6 +146,7 @@ func Window(ctx context.Context, ch *chain.Chain, o Options, lim source.Limits) 
 			return nil
 		})
 		if err != nil {
+			o.Catalogs.Forget(ch)
 			w.cleanup()
 			return Result{}, err
 		}
@@ -218,6 +219,7 @@ func Rotate(ctx context.Context, ch *chain.Chain, o Options) (Result, error) {
 		return nil
 	})
 	if err != nil {
+		o.Catalogs.Forget(ch)
 		return fail(err)
 	}
 	o.Catalogs.Put(ch, next)
