@@ -52,6 +52,9 @@ type SegmentEdit struct {
 	Append []Link `json:"append,omitempty"`
 	// Cap marks the segment capped (a rotation).
 	Cap bool `json:"cap,omitempty"`
+	// Layout, when set, is the segment's new layout (a compaction that
+	// keeps the segment's links).
+	Layout string `json:"layout,omitempty"`
 	// Replace, when set, is the segment's new content.
 	Replace *Segment `json:"replace,omitempty"`
 }
@@ -126,6 +129,10 @@ func diffCatalog(base, next *Catalog) (CatalogChange, error) {
 	}
 	for i := range kept {
 		b, n := &kept[i], &next.Segments[i]
+		if n.Layout != b.Layout && n.Layout != "" && sameLinks(b, n) && b.Capped == n.Capped {
+			ch.Edits = append(ch.Edits, SegmentEdit{Segment: i, Layout: n.Layout})
+			continue
+		}
 		if extends(b, n) {
 			e := SegmentEdit{Segment: i, Append: n.Incrementals[len(b.Incrementals):], Cap: n.Capped && !b.Capped}
 			if len(e.Append) > 0 || e.Cap {
@@ -157,6 +164,22 @@ func extends(b, n *Segment) bool {
 	return true
 }
 
+// sameLinks reports whether segments b and n hold the same links.
+func sameLinks(b, n *Segment) bool {
+	if !linkEqual(b.Full, n.Full) || len(b.Incrementals) != len(n.Incrementals) {
+		return false
+	}
+	if len(b.Incrementals) == 0 || &b.Incrementals[0] == &n.Incrementals[0] {
+		return true
+	}
+	for i := range b.Incrementals {
+		if !linkEqual(b.Incrementals[i], n.Incrementals[i]) {
+			return false
+		}
+	}
+	return true
+}
+
 func linkEqual(a, b Link) bool {
 	return a.ID == b.ID && a.Kind == b.Kind && a.Parent == b.Parent && a.StartPosition == b.StartPosition &&
 		a.EndPosition == b.EndPosition && a.CreatedAt.Equal(b.CreatedAt) &&
@@ -172,7 +195,7 @@ func appendOnly(base *Catalog, ch CatalogChange) bool {
 	}
 	kept := len(base.Segments) - ch.Drop
 	for _, e := range ch.Edits {
-		if e.Replace != nil || e.Segment != kept-1 {
+		if e.Replace != nil || e.Layout != "" || e.Segment != kept-1 {
 			return false
 		}
 	}
@@ -300,6 +323,9 @@ func applyCommit(key string, base *Catalog, baseHash string, c *CatalogCommit) (
 		if e.Replace != nil {
 			*seg = *e.Replace
 			continue
+		}
+		if e.Layout != "" {
+			seg.Layout = e.Layout
 		}
 		if len(e.Append) > 0 {
 			if e.Segment != len(next.Segments)-1 {

@@ -157,6 +157,9 @@ func TestCommitsAndCheckpoints(t *testing.T) {
 	if err := c.CommitCatalog(ctx, lay); err != nil {
 		t.Fatal(err)
 	}
+	if c := string(s.raw(CommitKey(lay.Generation))); !strings.Contains(c, `"layout":"abab`) || strings.Contains(c, "replace") {
+		t.Fatalf("a compaction's commit: %s", c)
+	}
 	got, err = c.LoadCatalog(ctx)
 	if err != nil {
 		t.Fatal(err)
