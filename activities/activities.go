@@ -75,6 +75,9 @@ type Activities struct {
 
 	manifests sync.Map // manifest ID -> *chain.Manifest; IDs are content-derived, so the cache never goes stale
 	layouts   sync.Map // layout ID -> *chain.Layout; content-derived too
+	// catalogs keeps each chain's latest catalog, so polls and windows
+	// read only the commits made since (chain.Chain.Refresh).
+	catalogs chain.CatalogCache
 
 	severOnce sync.Once
 	sever     *chain.SeverCache

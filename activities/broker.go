@@ -285,29 +285,36 @@ func (a *Activities) waitForLinks(ctx context.Context, p WaitParams) (WaitResult
 	// stalled, not gone, and no second attempt starts beside a blocked one.
 	hb.report(func() any { return a.runDetails(k, p.Health, map[string]any{"waiting_after": p.After}) })
 	reported := false
+	var seen *chain.Catalog
 	for {
-		cat, err := ch.LoadCatalog(ctx)
+		// One read of the next commit when nothing is new.
+		cat, err := a.catalogs.Latest(ctx, ch)
 		if err != nil {
 			return WaitResult{}, err
 		}
 		res := WaitResult{TipCreatedAt: cat.Tip().CreatedAt}
-		links := cat.Links()
-		start, ok := positionIn(cat, p.After)
-		if !ok {
-			return WaitResult{}, positionPruned(p.Stream, p.After, p.Store.URL)
-		}
-		if !reported {
-			// Once per wait, so once per tick: what retention reads.
-			a.reportPosition(ctx, ch, p.Stream, cat.ChainID, p.After)
-			reported = true
-		}
-		last := p.After
-		for _, l := range links[start+1:] {
-			if l.Kind != chain.KindIncremental {
-				continue
+		// The same catalog as the last poll's (nothing committed since)
+		// holds nothing pending: that poll would have returned it.
+		if cat != seen {
+			seen = cat
+			links := cat.Links()
+			start, ok := positionIn(cat, p.After)
+			if !ok {
+				return WaitResult{}, positionPruned(p.Stream, p.After, p.Store.URL)
 			}
-			res.Pending = append(res.Pending, PendingLink{ID: l.ID, ExpectedLast: last, Changes: l.Changes, CreatedAt: l.CreatedAt})
-			last = l.ID
+			if !reported {
+				// Once per wait, so once per tick: what retention reads.
+				a.reportPosition(ctx, ch, p.Stream, cat.ChainID, p.After)
+				reported = true
+			}
+			last := p.After
+			for _, l := range links[start+1:] {
+				if l.Kind != chain.KindIncremental {
+					continue
+				}
+				res.Pending = append(res.Pending, PendingLink{ID: l.ID, ExpectedLast: last, Changes: l.Changes, CreatedAt: l.CreatedAt})
+				last = l.ID
+			}
 		}
 		// A stop marker is observed on every tick, whether or not links
 		// are pending, so a broker that is behind stops between incrementals too.
@@ -514,7 +521,7 @@ func (a *Activities) checkChainForBroker(ctx context.Context, p CheckChainParams
 	if err != nil {
 		return CheckChainResult{}, a.temporalError(err)
 	}
-	cat, err := ch.LoadCatalog(ctx)
+	cat, err := a.catalogs.Latest(ctx, ch)
 	if err != nil {
 		return CheckChainResult{}, a.temporalError(err)
 	}

@@ -82,6 +82,7 @@ func (a *Activities) producerOptions(ctx context.Context, p ProducerParams) (*ch
 		},
 		Parallel:  p.Parallel,
 		AttemptID: fmt.Sprintf("%s-%s-%d", info.WorkflowExecution.RunID, info.ActivityID, info.Attempt),
+		Catalogs:  &a.catalogs,
 	}, nil
 }
 

@@ -269,6 +269,18 @@ func temporalClient(t *testing.T) client.Client {
 // --backup-option KEY=VALUE) the chain's store needs.
 func openChainAt(t *testing.T, url string, storeFlags ...string) (*chain.Chain, *chain.Catalog) {
 	t.Helper()
+	ch := chain.Open(openStoreAt(t, url, storeFlags...))
+	cat, err := ch.LoadCatalog(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ch, cat
+}
+
+// openStoreAt opens the backup store at url with the store flags a sluice
+// command would take.
+func openStoreAt(t *testing.T, url string, storeFlags ...string) blobstore.Store {
+	t.Helper()
 	opts := blobstore.Options{}
 	for i, f := range storeFlags {
 		switch f {
@@ -285,12 +297,7 @@ func openChainAt(t *testing.T, url string, storeFlags ...string) (*chain.Chain, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	ch := chain.Open(bs)
-	cat, err := ch.LoadCatalog(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ch, cat
+	return bs
 }
 
 // ownedWorker is a worker on a task queue of one test's own, so the test can

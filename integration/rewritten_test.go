@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -165,6 +166,8 @@ func compactToFirstTransaction(t *testing.T, chainURL, id string) string {
 	}
 	next := cat.Next()
 	for si := range next.Segments {
+		// Next shares the links with cat: copy before changing one.
+		next.Segments[si].Incrementals = slices.Clone(next.Segments[si].Incrementals)
 		for li, l := range next.Segments[si].Incrementals {
 			if l.ID == id {
 				next.Segments[si].Incrementals[li] = chain.LinkFromManifest(&nm)

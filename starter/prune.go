@@ -19,6 +19,7 @@ func (c *cli) pruneCmd() *cobra.Command {
 	var keepSegments int
 	var keepDuration time.Duration
 	var dryRun, force, asJSON bool
+	catalog := chain.DefaultCatalogRetention
 	cmd := &cobra.Command{
 		Use:   "prune",
 		Short: "Drop a chain's oldest segments by a retention policy (reads and writes the store directly; no worker needed)",
@@ -33,7 +34,12 @@ Brokers report where they stand into the store each tick. A segment a broker
 has not replayed yet is not dropped: the prune is refused with
 SLUICE-E-PRUNE-BROKER-BEHIND (exit 3) naming the brokers, unless --force, after
 which those brokers refuse with SLUICE-E-BROKER-POSITION-PRUNED and need
---reset-target-data. --dry-run prints the plan and changes nothing.`,
+--reset-target-data. --dry-run prints the plan and changes nothing.
+
+Then the catalog's own history is trimmed: the commits (one small object per
+catalog generation) older than --catalog-keep-age and beyond the newest
+--catalog-keep-commits, once a checkpoint covers them, and all but the newest
+two checkpoints older than --catalog-keep-age.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			st, err := store.ref("--target", target)
@@ -49,12 +55,15 @@ which those brokers refuse with SLUICE-E-BROKER-POSITION-PRUNED and need
 			case keepSegments == 0 && keepDuration == 0:
 				return usageError("give --keep-segments N or --keep-duration D")
 			}
+			if err := catalog.Validate(); err != nil {
+				return usageError("--catalog-keep-commits, --catalog-keep-age: %v", err)
+			}
 			ctx := cmd.Context()
 			bs, err := blobstore.Open(ctx, st.URL, st.Options)
 			if err != nil {
 				return errcode.Wrap(errcode.ConfigInvalid, err, "open backup store %s", st.URL)
 			}
-			res, err := retention.Prune(ctx, chain.Open(bs), retention.Options{Policy: policy, DryRun: dryRun, Force: force, Refuse: true})
+			res, err := retention.Prune(ctx, chain.Open(bs), retention.Options{Policy: policy, DryRun: dryRun, Force: force, Refuse: true, Catalog: catalog})
 			if err != nil && !errcode.Is(err, errcode.PruneBrokerBehind) {
 				return err
 			}
@@ -77,6 +86,8 @@ which those brokers refuse with SLUICE-E-BROKER-POSITION-PRUNED and need
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print what would be dropped and deleted; change nothing")
 	cmd.Flags().BoolVar(&force, "force", false, "drop segments brokers have not replayed yet (they must then be rebuilt with --reset-target-data)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the plan and the outcome as JSON")
+	cmd.Flags().IntVar(&catalog.Commits, "catalog-keep-commits", catalog.Commits, "keep at least the newest N catalog commits")
+	cmd.Flags().DurationVar(&catalog.Age, "catalog-keep-age", catalog.Age, "keep catalog commits and checkpoints younger than D (at least 1h)")
 	return cmd
 }
 
@@ -115,6 +126,9 @@ func (c *cli) printPrune(url string, res retention.Result, dryRun bool) {
 	case len(res.Drop) > 0:
 		fmt.Fprintf(c.stdout, "chain %s: generation %d drops %d segments; %d objects deleted (%s); %d segments kept\n",
 			url, res.Committed, len(res.Drop), res.Deleted, humanBytes(res.Bytes), res.Keep)
+	}
+	if n := res.CatalogCommits + res.CatalogCheckpoints; n > 0 {
+		fmt.Fprintf(c.stdout, "catalog history: %d commits and %d checkpoints deleted\n", res.CatalogCommits, res.CatalogCheckpoints)
 	}
 	if res.Pending > 0 {
 		fmt.Fprintf(c.stdout, "%d maintenance journal(s) left for a later run (a commit in progress, or objects still readable)\n", res.Pending)

@@ -3,6 +3,7 @@ package chain
 import (
 	"encoding/json"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/sluicehq/sluice/internal/errcode"
 )
@@ -11,7 +12,7 @@ import (
 // sealed full backup full.
 func NewCatalog(full *Manifest) *Catalog {
 	return &Catalog{
-		FormatVersion: CatalogFormatVersion,
+		FormatVersion: CatalogFormatVersionCommits,
 		ChainID:       full.ID,
 		Generation:    1,
 		Source:        full.Source,
@@ -19,17 +20,46 @@ func NewCatalog(full *Manifest) *Catalog {
 	}
 }
 
-// Next returns a deep copy of cat with the generation increased by one: the
-// starting point of the next commit.
+// Next returns a copy of cat with the generation increased by one: the
+// starting point of the next commit, which CommitCatalog records as the
+// change from cat. The copy costs the number of segments, not of links:
+// link slices are shared, and appending to the copy's last segment uses
+// the spare capacity only when no other copy of cat took it first
+// (otherwise the copy's first append reallocates). cat itself is not
+// changed, so Next may be called on one catalog from several goroutines.
+// Because links are shared, a caller that changes a link in place must
+// first copy the segment's Incrementals (CommitCatalog would not see the
+// change, and cat would show it).
 func (cat *Catalog) Next() *Catalog {
 	next := *cat
 	next.Generation++
+	next.parent, next.stored = cat, nil
 	next.Segments = make([]Segment, len(cat.Segments))
-	for i, s := range cat.Segments {
-		s.Incrementals = append([]Link(nil), s.Incrementals...)
-		next.Segments[i] = s
+	copy(next.Segments, cat.Segments)
+	for i := range next.Segments {
+		s := &next.Segments[i]
+		n := len(s.Incrementals)
+		if i == len(next.Segments)-1 && cat.tail != nil && cat.tail.CompareAndSwap(false, true) {
+			continue // the spare capacity is next's alone
+		}
+		s.Incrementals = s.Incrementals[:n:n]
 	}
+	next.tail = new(atomic.Bool)
 	return &next
+}
+
+// appendTail appends links to the last segment, reallocating when cat has
+// no claim on the spare capacity of its backing array.
+func (cat *Catalog) appendTail(links ...Link) {
+	last := &cat.Segments[len(cat.Segments)-1]
+	if cat.tail == nil || !cat.tail.CompareAndSwap(false, true) {
+		n := len(last.Incrementals)
+		last.Incrementals = last.Incrementals[:n:n]
+	}
+	last.Incrementals = append(last.Incrementals, links...)
+	// The slice now ends at a length nobody else has seen: its spare
+	// capacity is free for the next claim.
+	cat.tail = new(atomic.Bool)
 }
 
 // Tip returns the chain's last link: the last incremental of the last
@@ -59,6 +89,15 @@ func (cat *Catalog) Links() []Link {
 		out = append(out, s.Incrementals...)
 	}
 	return out
+}
+
+// LinkCount returns the number of links, without listing them.
+func (cat *Catalog) LinkCount() int {
+	n := 0
+	for _, s := range cat.Segments {
+		n += 1 + len(s.Incrementals)
+	}
+	return n
 }
 
 // Find returns the link with the given ID and the index of its segment.
@@ -124,10 +163,13 @@ func (cat *Catalog) AppendIncremental(m *Manifest) error {
 		return errcode.New(errcode.ChainInvalid, "append incremental %s: start position %s is not the tip's end position %s",
 			m.ID, m.StartPosition, tip.EndPosition)
 	}
-	if _, _, dup := cat.Find(m.ID); dup {
+	// A link already in the catalog cannot chain onto the tip: its
+	// content-derived ID covers its parent, which is not the tip (or it
+	// would be the tip's own ID). So no search of the catalog is needed.
+	if m.ID == tip.ID {
 		return errcode.New(errcode.ChainInvalid, "append incremental %s: already in the catalog", m.ID)
 	}
-	last.Incrementals = append(last.Incrementals, LinkFromManifest(m))
+	cat.appendTail(LinkFromManifest(m))
 	return nil
 }
 
@@ -155,7 +197,8 @@ func (cat *Catalog) Rotate(full *Manifest) error {
 		return errcode.New(errcode.ChainInvalid, "rotate to full %s: already in the catalog", full.ID)
 	}
 	last.Capped = true
-	cat.Segments = append(cat.Segments, Segment{Full: LinkFromManifest(full)})
+	cat.Segments = append(cat.Segments[:len(cat.Segments):len(cat.Segments)], Segment{Full: LinkFromManifest(full)})
+	cat.tail = new(atomic.Bool)
 	return nil
 }
 
@@ -169,15 +212,22 @@ func encodeCatalog(cat *Catalog) ([]byte, error) {
 	return append(b, '\n'), nil
 }
 
-// decodeCatalog parses the catalog stored at key and checks its format version.
+// decodeCatalog parses the whole generation (format 1 or 2) or fence
+// (format 3, no segments) stored at key and checks its format version.
 func decodeCatalog(key string, data []byte) (*Catalog, error) {
 	var cat Catalog
 	if err := strictUnmarshal(data, &cat); err != nil {
 		return nil, errcode.Wrap(errcode.ManifestInvalid, err, "catalog %s does not parse", key)
 	}
-	if cat.FormatVersion != CatalogFormatVersion && cat.FormatVersion != CatalogFormatVersionLayouts {
+	switch cat.FormatVersion {
+	case CatalogFormatVersion, CatalogFormatVersionLayouts:
+	case CatalogFormatVersionCommits:
+		if len(cat.Segments) != 0 {
+			return nil, errcode.New(errcode.ChainInvalid, "catalog %s: a generation of format %d stored whole names segments", key, cat.FormatVersion)
+		}
+	default:
 		return nil, errcode.New(errcode.FormatUnsupported,
-			"catalog %s has format version %d; this sluice reads versions %d and %d", key, cat.FormatVersion, CatalogFormatVersion, CatalogFormatVersionLayouts)
+			"catalog %s has format version %d; this sluice reads versions %d to %d", key, cat.FormatVersion, CatalogFormatVersion, CatalogFormatVersionCommits)
 	}
 	return &cat, nil
 }

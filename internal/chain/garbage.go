@@ -2,8 +2,6 @@ package chain
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -56,18 +54,11 @@ func GarbageJournalKey(gen int64) string { return fmt.Sprintf("%s%020d.json", ga
 // a coded errcode.CatalogConflict the journal is deleted (its objects are
 // the caller's, to commit again onto a newer generation or to delete).
 func (c *Chain) CommitWithJournal(ctx context.Context, next *Catalog, j GarbageJournal) (GarbageJournal, error) {
-	if next == nil {
-		return j, errors.New("commit catalog: nil catalog")
-	}
-	if err := ValidateCatalog(next); err != nil {
-		return j, fmt.Errorf("commit catalog generation %d: %w", next.Generation, err)
-	}
-	data, err := encodeCatalog(next)
+	pc, err := c.prepareCommit(ctx, next)
 	if err != nil {
 		return j, err
 	}
-	sum := sha256.Sum256(data)
-	j.Generation, j.CatalogSHA256 = next.Generation, hex.EncodeToString(sum[:])
+	j.Generation, j.CatalogSHA256 = next.Generation, pc.hash()
 	j.CreatedAt, j.DeleteAfter = NormalizeTime(j.CreatedAt), NormalizeTime(j.DeleteAfter)
 	jdata, err := json.MarshalIndent(j, "", "  ")
 	if err != nil {
@@ -77,7 +68,7 @@ func (c *Chain) CommitWithJournal(ctx context.Context, next *Catalog, j GarbageJ
 	if err := c.store.Put(ctx, key, append(jdata, '\n')); err != nil {
 		return j, c.unreachable(err, "write", key)
 	}
-	if err := c.CommitCatalog(ctx, next); err != nil {
+	if err := c.writeCommit(ctx, pc); err != nil {
 		if errcode.Is(err, errcode.CatalogConflict) {
 			// Left in place, a later sweep would find another writer's
 			// generation under its number and delete OnConflict objects
@@ -157,12 +148,11 @@ func (c *Chain) Sweep(ctx context.Context, latest int64, now time.Time, dryRun b
 			res.Pending = append(res.Pending, j)
 			continue
 		}
-		stored, err := blobstore.ReadAll(ctx, c.store, CatalogKey(gen))
-		if err != nil && !errors.Is(err, blobstore.ErrNotFound) {
-			return res, c.unreachable(err, "read", CatalogKey(gen))
+		stored, err := c.readGenerationBytes(ctx, gen)
+		if err != nil {
+			return res, err
 		}
-		sum := sha256.Sum256(stored)
-		if err == nil && hex.EncodeToString(sum[:]) == j.CatalogSHA256 {
+		if stored != nil && sha256Hex(stored) == j.CatalogSHA256 {
 			if now.Before(j.DeleteAfter) {
 				res.Pending = append(res.Pending, j)
 				continue
@@ -207,4 +197,22 @@ func parseJournalKey(key string) (int64, bool) {
 // after its commit lost), returning how many.
 func (c *Chain) DeleteObjects(ctx context.Context, keys []string) (int, error) {
 	return c.deleteAll(ctx, keys)
+}
+
+// readGenerationBytes returns the stored bytes of generation gen: its
+// commit, or its whole form in a chain of catalog format 1 or 2; nil when
+// neither exists. (Catalog retention keeps the commit of every generation
+// a journal names, so a journal's generation is never missing for having
+// expired.)
+func (c *Chain) readGenerationBytes(ctx context.Context, gen int64) ([]byte, error) {
+	for _, key := range []string{CommitKey(gen), CatalogKey(gen)} {
+		data, err := blobstore.ReadAll(ctx, c.store, key)
+		if err == nil {
+			return data, nil
+		}
+		if !errors.Is(err, blobstore.ErrNotFound) {
+			return nil, c.unreachable(err, "read", key)
+		}
+	}
+	return nil, nil
 }

@@ -8,8 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strconv"
-	"strings"
 
 	"github.com/sluicehq/sluice/internal/blobstore"
 	"github.com/sluicehq/sluice/internal/errcode"
@@ -19,7 +17,8 @@ import (
 const (
 	// CatalogPrefix holds the catalog generations and the HEAD hint.
 	CatalogPrefix = "catalog/"
-	// CatalogHeadKey holds the latest committed generation number as a hint.
+	// CatalogHeadKey held the latest generation number as a hint in chains
+	// of catalog format 1 and 2; it is read, never written, by this version.
 	CatalogHeadKey = "catalog/HEAD"
 	// ManifestPrefix holds one object per manifest, named by its ID.
 	ManifestPrefix = "manifests/"
@@ -46,27 +45,11 @@ func ManifestKey(id string) string { return ManifestPrefix + id + ".json" }
 // IDs are chosen by the writer and must be unique per attempt.
 func DataKey(attempt, name string) string { return DataPrefix + attempt + "/" + name }
 
-// parseCatalogKey returns the generation a catalog key names.
-func parseCatalogKey(key string) (int64, bool) {
-	s, ok := strings.CutPrefix(key, generationPrefix)
-	if !ok {
-		return 0, false
-	}
-	s, ok = strings.CutSuffix(s, generationSuffix)
-	if !ok || len(s) != 20 {
-		return 0, false
-	}
-	gen, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || gen < 1 {
-		return 0, false
-	}
-	return gen, true
-}
-
 // Chain reads and writes one chain in a backup store. It holds no state of
 // its own beyond the store, so it is safe for concurrent use.
 type Chain struct {
-	store blobstore.Store
+	store  blobstore.Store
+	policy *CheckpointPolicy
 }
 
 // Open returns the chain rooted at the store's root. It does no I/O.
@@ -78,137 +61,6 @@ func (c *Chain) Store() blobstore.Store { return c.store }
 // unreachable wraps a store failure other than a missing object.
 func (c *Chain) unreachable(err error, op, key string) error {
 	return errcode.Wrap(errcode.StoreUnreachable, err, "%s %s in %s", op, key, c.store)
-}
-
-// LoadCatalog returns the latest committed catalog generation. It starts from
-// the HEAD hint when there is a usable one, otherwise from the highest
-// generation the store lists, and then probes forward (N+1, N+2, ...) until
-// a generation is missing, so a stale or missing HEAD never hides a commit.
-// No catalog at all is a coded errcode.ChainNotFound error.
-func (c *Chain) LoadCatalog(ctx context.Context) (*Catalog, error) {
-	var cur *Catalog
-	if gen, ok, err := c.readHead(ctx); err != nil {
-		return nil, err
-	} else if ok {
-		if cur, err = c.readGeneration(ctx, gen); err != nil {
-			return nil, err
-		}
-	}
-	if cur == nil {
-		gen, err := c.highestListed(ctx)
-		if err != nil {
-			return nil, err
-		}
-		if gen == 0 {
-			return nil, errcode.Wrap(errcode.ChainNotFound, blobstore.ErrNotFound, "no catalog under %s", c.store)
-		}
-		if cur, err = c.readGeneration(ctx, gen); err != nil {
-			return nil, err
-		}
-		if cur == nil {
-			return nil, errcode.Wrap(errcode.StoreUnreachable, blobstore.ErrNotFound,
-				"catalog %s was listed but cannot be read from %s", CatalogKey(gen), c.store)
-		}
-	}
-	for {
-		next, err := c.readGeneration(ctx, cur.Generation+1)
-		if err != nil {
-			return nil, err
-		}
-		if next == nil {
-			return cur, nil
-		}
-		cur = next
-	}
-}
-
-// readHead returns the generation the HEAD hint names; ok is false when
-// there is no hint or it does not hold a generation number.
-func (c *Chain) readHead(ctx context.Context) (gen int64, ok bool, err error) {
-	data, err := blobstore.ReadAll(ctx, c.store, CatalogHeadKey)
-	if errors.Is(err, blobstore.ErrNotFound) {
-		return 0, false, nil
-	}
-	if err != nil {
-		return 0, false, c.unreachable(err, "read", CatalogHeadKey)
-	}
-	gen, perr := strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64)
-	if perr != nil || gen < 1 {
-		return 0, false, nil
-	}
-	return gen, true, nil
-}
-
-// highestListed returns the highest generation whose key the store lists, or 0.
-func (c *Chain) highestListed(ctx context.Context) (int64, error) {
-	objs, err := c.store.List(ctx, generationPrefix)
-	if err != nil {
-		return 0, c.unreachable(err, "list", generationPrefix)
-	}
-	var high int64
-	for _, o := range objs {
-		if gen, ok := parseCatalogKey(o.Key); ok && gen > high {
-			high = gen
-		}
-	}
-	return high, nil
-}
-
-// readGeneration reads catalog generation gen; it returns nil, nil when the
-// generation does not exist.
-func (c *Chain) readGeneration(ctx context.Context, gen int64) (*Catalog, error) {
-	key := CatalogKey(gen)
-	data, err := blobstore.ReadAll(ctx, c.store, key)
-	if errors.Is(err, blobstore.ErrNotFound) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, c.unreachable(err, "read", key)
-	}
-	cat, err := decodeCatalog(key, data)
-	if err != nil {
-		return nil, err
-	}
-	if cat.Generation != gen {
-		return nil, errcode.New(errcode.ChainInvalid, "catalog %s holds generation %d", key, cat.Generation)
-	}
-	return cat, nil
-}
-
-// CommitCatalog commits next as generation next.Generation. The write is
-// create-only: if that generation already exists, another writer committed
-// first and CommitCatalog returns a coded errcode.CatalogConflict error
-// (unless the existing generation is byte-identical to next, which is this
-// writer's own earlier attempt landing). next must pass ValidateCatalog.
-// After the commit it updates the HEAD hint; a failure there is ignored
-// because readers probe past a stale hint.
-//
-// Generations are never deleted: if generation N were pruned, a writer still
-// holding generation N-1 could create N again and fork the chain.
-func (c *Chain) CommitCatalog(ctx context.Context, next *Catalog) error {
-	if next == nil {
-		return errors.New("commit catalog: nil catalog")
-	}
-	if err := ValidateCatalog(next); err != nil {
-		return fmt.Errorf("commit catalog generation %d: %w", next.Generation, err)
-	}
-	data, err := encodeCatalog(next)
-	if err != nil {
-		return err
-	}
-	key := CatalogKey(next.Generation)
-	if err := c.store.PutIfAbsent(ctx, key, data); err != nil {
-		if !errors.Is(err, blobstore.ErrExists) {
-			return c.unreachable(err, "write", key)
-		}
-		existing, rerr := blobstore.ReadAll(ctx, c.store, key)
-		if rerr != nil || !bytes.Equal(existing, data) {
-			return errcode.Wrap(errcode.CatalogConflict, err,
-				"another writer committed generation %d first", next.Generation)
-		}
-	}
-	_ = c.store.Put(ctx, CatalogHeadKey, []byte(strconv.FormatInt(next.Generation, 10)+"\n"))
-	return nil
 }
 
 // PutManifest seals m and writes it to its key, create-only. When the key

@@ -286,8 +286,54 @@ func TestLoadCatalog(t *testing.T) {
 			t.Fatalf("%s: got generation %d", name, got.Generation)
 		}
 	}
+	load("from the checkpoint")
+	for _, gen := range []int64{1, 2, 3, 4, 5} {
+		s.Delete(ctx, CheckpointKey(gen))
+	}
+	load("without a checkpoint, from the fence at generation 1")
+	orig := s.raw(CommitKey(5))
+	s.set(CommitKey(5), []byte(strings.Replace(string(orig), `"format_version":3`, `"format_version":4`, 1)))
+	if _, err := c.LoadCatalog(ctx); !errcode.Is(err, errcode.FormatUnsupported) {
+		t.Fatalf("future commit version: %v", err)
+	}
+	s.set(CommitKey(5), []byte(`{"format_version":`))
+	if _, err := c.LoadCatalog(ctx); !errcode.Is(err, errcode.ManifestInvalid) {
+		t.Fatalf("unparseable commit: %v", err)
+	}
+	s.set(CommitKey(5), []byte(strings.Replace(string(orig), `"prev":"`, `"prev":"0`, 1)))
+	if _, err := c.LoadCatalog(ctx); !errcode.Is(err, errcode.ChainInvalid) {
+		t.Fatalf("commit after another generation: %v", err)
+	}
+	s.set(CommitKey(5), orig)
+	s.failGet = func(key string) error {
+		if key == CommitKey(3) {
+			return errors.New("timeout")
+		}
+		return nil
+	}
+	if _, err := c.LoadCatalog(ctx); !errcode.Is(err, errcode.StoreUnreachable) {
+		t.Fatalf("store failure: %v", err)
+	}
+}
+
+// TestLoadLegacyCatalog reads a chain of catalog format 1 (whole
+// generations and the HEAD hint) whatever the hint says.
+func TestLoadLegacyCatalog(t *testing.T) {
+	ctx := context.Background()
+	s := loadFixtureStore(t, fixtureDir)
+	c := Open(s)
+	load := func(name string) {
+		t.Helper()
+		got, err := c.LoadCatalog(ctx)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if got.Generation != 2 {
+			t.Fatalf("%s: got generation %d", name, got.Generation)
+		}
+	}
 	load("with HEAD")
-	s.set(CatalogHeadKey, []byte("2\n"))
+	s.set(CatalogHeadKey, []byte("1\n"))
 	load("stale HEAD")
 	s.set(CatalogHeadKey, []byte("9\n"))
 	load("HEAD ahead")
@@ -295,19 +341,18 @@ func TestLoadCatalog(t *testing.T) {
 	load("garbage HEAD")
 	s.Delete(ctx, CatalogHeadKey)
 	load("without HEAD")
-	s.Delete(ctx, CatalogKey(5))
-	s.Delete(ctx, CatalogKey(4))
-	s.set(CatalogKey(4), []byte(`{"format_version":3}`))
+	orig := s.raw(CatalogKey(2))
+	s.set(CatalogKey(2), []byte(`{"format_version":4}`))
 	if _, err := c.LoadCatalog(ctx); !errcode.Is(err, errcode.FormatUnsupported) {
 		t.Fatalf("future catalog version: %v", err)
 	}
-	s.set(CatalogKey(4), []byte(`{"format_version":`))
+	s.set(CatalogKey(2), []byte(`{"format_version":`))
 	if _, err := c.LoadCatalog(ctx); !errcode.Is(err, errcode.ManifestInvalid) {
 		t.Fatalf("unparseable catalog: %v", err)
 	}
-	s.Delete(ctx, CatalogKey(4))
+	s.set(CatalogKey(2), orig)
 	s.failGet = func(key string) error {
-		if key == CatalogKey(3) {
+		if key == CatalogKey(2) {
 			return errors.New("timeout")
 		}
 		return nil

@@ -4,7 +4,10 @@
 // the normative description.
 package chain
 
-import "time"
+import (
+	"sync/atomic"
+	"time"
+)
 
 // Format versions this package writes and reads.
 const (
@@ -14,6 +17,12 @@ const (
 	// CatalogFormatVersionLayouts is the version of a catalog one of whose
 	// segments names a layout (a compacted segment); a reader takes both.
 	CatalogFormatVersionLayouts = 2
+	// CatalogFormatVersionCommits is the version of a chain whose catalog
+	// is kept as one small commit per generation plus checkpoints
+	// (docs/chain-format.md §2). Every chain this package creates or
+	// commits to is of this version; generations of versions 1 and 2 are
+	// read forever.
+	CatalogFormatVersionCommits = 3
 	// ManifestFormatVersion is the version of manifests this package
 	// writes. Version 2 defines the apply identity as an opaque transaction
 	// ID plus ordinal and orders positions by the source engine; version 1
@@ -164,4 +173,14 @@ type Catalog struct {
 	Source SourceInfo `json:"source"`
 	// Segments in order; only the last may be uncapped.
 	Segments []Segment `json:"segments"`
+
+	// parent is the catalog Next made this one from: what CommitCatalog
+	// records the change against. Nil once committed or loaded.
+	parent *Catalog
+	// stored describes how this generation is stored, for catalogs read
+	// from or committed to a store; nil otherwise.
+	stored *storedState
+	// tail guards the spare capacity of the last segment's incrementals:
+	// whoever swaps it from false to true may append in place.
+	tail *atomic.Bool
 }

@@ -128,9 +128,9 @@ func ValidateCatalog(cat *Catalog) error {
 	bad := func(format string, args ...any) error {
 		return errcode.New(errcode.ChainInvalid, "catalog generation %d: "+format, append([]any{cat.Generation}, args...)...)
 	}
-	if cat.FormatVersion != CatalogFormatVersion && cat.FormatVersion != CatalogFormatVersionLayouts {
-		return errcode.New(errcode.FormatUnsupported, "catalog generation %d has format version %d; this sluice reads versions %d and %d",
-			cat.Generation, cat.FormatVersion, CatalogFormatVersion, CatalogFormatVersionLayouts)
+	if cat.FormatVersion < CatalogFormatVersion || cat.FormatVersion > CatalogFormatVersionCommits {
+		return errcode.New(errcode.FormatUnsupported, "catalog generation %d has format version %d; this sluice reads versions %d to %d",
+			cat.Generation, cat.FormatVersion, CatalogFormatVersion, CatalogFormatVersionCommits)
 	}
 	if cat.Generation < 1 {
 		return bad("generation must be at least 1")

@@ -44,7 +44,7 @@ func TestValidateCatalogCatchesBrokenLinks(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			cat := good.Next()
+			cat := deepNext(good)
 			tc.mutate(cat)
 			err := ValidateCatalog(cat)
 			if !errcode.Is(err, errcode.ChainInvalid) || !strings.Contains(err.Error(), tc.want) {
@@ -56,7 +56,7 @@ func TestValidateCatalogCatchesBrokenLinks(t *testing.T) {
 		})
 	}
 	ver := good.Next()
-	ver.FormatVersion = 3
+	ver.FormatVersion = CatalogFormatVersionCommits + 1
 	if err := ValidateCatalog(ver); !errcode.Is(err, errcode.FormatUnsupported) {
 		t.Fatalf("version: %v", err)
 	}
@@ -92,11 +92,28 @@ func TestCatalogHelpers(t *testing.T) {
 	if _, err := cat.Path("nope"); !errcode.Is(err, errcode.ChainInvalid) {
 		t.Fatalf("path to missing link: %v", err)
 	}
-	// Next is a deep copy.
-	next := cat.Next()
-	next.Segments[0].Incrementals[0].EndPosition = "changed"
-	if cat.Segments[0].Incrementals[0].EndPosition == "changed" || next.Generation != cat.Generation+1 {
-		t.Fatal("Next shares storage")
+	// Next shares links but never lets one copy's appends show in another.
+	next, other := cat.Next(), cat.Next()
+	if next.Generation != cat.Generation+1 {
+		t.Fatal("Next keeps the generation")
+	}
+	m1 := putIncremental(t, c, cat.Tip(), "0/5000", 21)
+	m2 := putIncremental(t, c, cat.Tip(), "0/5100", 22)
+	if err := next.AppendIncremental(m1); err != nil {
+		t.Fatal(err)
+	}
+	if err := other.AppendIncremental(m2); err != nil {
+		t.Fatal(err)
+	}
+	if next.Tip().ID != m1.ID || other.Tip().ID != m2.ID || cat.Tip().ID == m1.ID || cat.Tip().ID == m2.ID {
+		t.Fatal("appends to one copy show in another")
+	}
+	after := next.Next()
+	if err := after.AppendIncremental(putIncremental(t, c, LinkFromManifest(m1), "0/5200", 23)); err != nil {
+		t.Fatal(err)
+	}
+	if next.Tip().ID != m1.ID || other.Tip().ID != m2.ID {
+		t.Fatal("appends to a copy's copy show in the copy")
 	}
 	// Appends that do not chain are refused and change nothing.
 	tip := cat.Tip()
@@ -159,7 +176,7 @@ func TestVerify(t *testing.T) {
 	}
 
 	// The catalog disagrees with a manifest.
-	lying := cat.Next()
+	lying := deepNext(cat)
 	lying.Segments[0].Incrementals[0].Changes++
 	if err := c.Verify(ctx, lying, ""); !errcode.Is(err, errcode.ChainInvalid) || !strings.Contains(err.Error(), links[1].ID) {
 		t.Fatalf("count mismatch: %v", err)
@@ -220,4 +237,14 @@ func TestValidateManifest(t *testing.T) {
 			t.Errorf("%s: got %v", tc.name, err)
 		}
 	}
+}
+
+// deepNext is Next with every link copied, for tests that change links in
+// place (Next shares them).
+func deepNext(cat *Catalog) *Catalog {
+	next := cat.Next()
+	for i := range next.Segments {
+		next.Segments[i].Incrementals = append([]Link(nil), next.Segments[i].Incrementals...)
+	}
+	return next
 }

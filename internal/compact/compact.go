@@ -270,7 +270,9 @@ func compactSegment(ctx context.Context, ch *chain.Chain, full string, index int
 
 	for attempt := 1; ; attempt++ {
 		next := cat.Next()
-		next.FormatVersion = chain.CatalogFormatVersionLayouts
+		if next.FormatVersion < chain.CatalogFormatVersionLayouts {
+			next.FormatVersion = chain.CatalogFormatVersionLayouts
+		}
 		next.Segments[si].Layout = layout.ID
 		now := o.Now()
 		j, err := ch.CommitWithJournal(ctx, next, chain.GarbageJournal{By: "compact", CreatedAt: now,

@@ -2,6 +2,7 @@ package producer
 
 import (
 	"context"
+	"time"
 
 	"github.com/sluicehq/sluice/internal/chain"
 	"github.com/sluicehq/sluice/internal/errcode"
@@ -30,7 +31,7 @@ func commitOnto(ctx context.Context, ch *chain.Chain, cat *chain.Catalog, add fu
 		if !errcode.Is(err, errcode.CatalogConflict) || attempt == rebaseAttempts {
 			return nil, err
 		}
-		newer, lerr := ch.LoadCatalog(ctx)
+		newer, lerr := ch.Refresh(ctx, cat)
 		if lerr != nil {
 			return nil, err
 		}
@@ -38,5 +39,18 @@ func commitOnto(ctx context.Context, ch *chain.Chain, cat *chain.Catalog, add fu
 			return nil, err
 		}
 		cat = newer
+	}
+}
+
+// expireEvery is how many generations pass between the producer's catalog
+// expiries (each lists the catalog and deletes what the retention lets go).
+const expireEvery = 100
+
+// expireCatalog deletes, every expireEvery generations, the commits and
+// checkpoints chain.DefaultCatalogRetention lets go. It is best-effort: a
+// failure leaves them for the next time or for backup prune.
+func expireCatalog(ctx context.Context, ch *chain.Chain, cat *chain.Catalog) {
+	if cat.Generation%expireEvery == 0 {
+		_, _ = ch.ExpireCatalog(ctx, chain.DefaultCatalogRetention, time.Now())
 	}
 }

@@ -38,6 +38,9 @@ type Options struct {
 	Now func() time.Time
 	// Parallel is the number of tables a rotation's full copies at once.
 	Parallel int
+	// Catalogs keeps the catalog between steps, so a step reads only the
+	// commits made since the last one (nil: every step loads it whole).
+	Catalogs *chain.CatalogCache
 }
 
 // Result reports one committed (or empty) step.
@@ -84,11 +87,9 @@ func (o *Options) defaults() error {
 // openTip loads the catalog, checks the chain is of the source's engine, and
 // opens a capture session at the tip's end with the schema as of the tip.
 func openTip(ctx context.Context, ch *chain.Chain, o Options) (*chain.Catalog, source.Capture, error) {
-	cat, err := ch.LoadCatalog(ctx)
+	// A catalog read from the store passed ValidateCatalog's checks.
+	cat, err := o.Catalogs.Latest(ctx, ch)
 	if err != nil {
-		return nil, nil, err
-	}
-	if err := chain.ValidateCatalog(cat); err != nil {
 		return nil, nil, err
 	}
 	if engine := o.Source.Engine(); cat.Source.Engine != engine {
@@ -145,10 +146,13 @@ func Window(ctx context.Context, ch *chain.Chain, o Options, lim source.Limits) 
 			return nil
 		})
 		if err != nil {
+			o.Catalogs.Forget(ch)
 			w.cleanup()
 			return Result{}, err
 		}
 		cat = next
+		o.Catalogs.Put(ch, next)
+		expireCatalog(ctx, ch, next)
 		res.Committed, res.LinkID, res.Start, res.End = true, m.ID, m.StartPosition, m.EndPosition
 		res.StoredBytes = w.stored
 		if err := capt.Confirm(ctx, m.EndPosition); err != nil {
@@ -156,7 +160,7 @@ func Window(ctx context.Context, ch *chain.Chain, o Options, lim source.Limits) 
 		}
 	}
 	res.SegmentLength = len(cat.Segments[len(cat.Segments)-1].Incrementals)
-	res.Links = len(cat.Links())
+	res.Links = cat.LinkCount()
 	res.Slot, err = capt.LogHealth(ctx)
 	return res, err
 }
@@ -215,8 +219,11 @@ func Rotate(ctx context.Context, ch *chain.Chain, o Options) (Result, error) {
 		return nil
 	})
 	if err != nil {
+		o.Catalogs.Forget(ch)
 		return fail(err)
 	}
+	o.Catalogs.Put(ch, next)
+	expireCatalog(ctx, ch, next)
 	res.Committed, res.LinkID, res.Start, res.End = true, full.ID, full.StartPosition, full.EndPosition
 	res.StoredBytes = w.stored
 	for _, t := range full.Tables {
@@ -228,7 +235,7 @@ func Rotate(ctx context.Context, ch *chain.Chain, o Options) (Result, error) {
 		return res, unconfirmed(err, win.End)
 	}
 	res.SegmentLength = 0
-	res.Links = len(next.Links())
+	res.Links = next.LinkCount()
 	res.Slot, err = capt.LogHealth(ctx)
 	return res, err
 }

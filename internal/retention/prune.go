@@ -26,6 +26,10 @@ type Options struct {
 	Refuse bool
 	// Now is the prune's clock (default time.Now).
 	Now func() time.Time
+	// Catalog says which catalog commits and checkpoints go (zero:
+	// chain.DefaultCatalogRetention); they go after the segments, and not
+	// in a dry run.
+	Catalog chain.CatalogRetention
 	// AfterCommit, when set, runs between the catalog commit and the
 	// deletes; an error from it ends the prune there (tests use it to
 	// stand for a crash).
@@ -46,6 +50,10 @@ type Result struct {
 	Deleted int   `json:"deleted"`
 	// Pending counts journals left for a later run.
 	Pending int `json:"pending_journals,omitempty"`
+	// CatalogCommits and CatalogCheckpoints count the catalog objects the
+	// catalog retention deleted.
+	CatalogCommits     int `json:"catalog_commits_deleted,omitempty"`
+	CatalogCheckpoints int `json:"catalog_checkpoints_deleted,omitempty"`
 }
 
 // commitAttempts bounds the retries of a prune whose catalog write lost to
@@ -56,7 +64,26 @@ const commitAttempts = 5
 // runs left (Sweep), decides on the latest catalog, and commits the catalog
 // without the dropped segments before deleting their manifests and chunks.
 // A commit that loses to another writer is decided again on the new catalog.
+// Then it deletes the catalog commits and checkpoints o.Catalog lets go.
 func Prune(ctx context.Context, ch *chain.Chain, o Options) (Result, error) {
+	res, err := prune(ctx, ch, o)
+	if err != nil || o.DryRun {
+		return res, err
+	}
+	r := o.Catalog
+	if r == (chain.CatalogRetention{}) {
+		r = chain.DefaultCatalogRetention
+	}
+	now := time.Now
+	if o.Now != nil {
+		now = o.Now
+	}
+	exp, err := ch.ExpireCatalog(ctx, r, now())
+	res.CatalogCommits, res.CatalogCheckpoints = exp.Commits, exp.Checkpoints
+	return res, err
+}
+
+func prune(ctx context.Context, ch *chain.Chain, o Options) (Result, error) {
 	if err := o.Policy.Validate(); err != nil {
 		return Result{}, errcode.New(errcode.Usage, "%v", err)
 	}

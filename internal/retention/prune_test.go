@@ -307,7 +307,7 @@ type conflictStore struct {
 }
 
 func (s *conflictStore) PutIfAbsent(ctx context.Context, key string, data []byte) error {
-	if strings.HasPrefix(key, "catalog/gen-") {
+	if strings.HasPrefix(key, "catalog/commit-") {
 		s.once.Do(s.before)
 	}
 	return s.Store.PutIfAbsent(ctx, key, data)
