@@ -17,12 +17,15 @@ import (
 	"github.com/sluicehq/sluice/internal/testenv"
 )
 
-// forgeFull forges the full of the one-table chain at chainURL as whoever
-// can write the store would: forge rewrites the recorded schema, the
-// manifest is sealed again with internal/chain's own Manifest.Seal (a
-// content ID is a checksum anyone can recompute), and a new catalog
-// generation names the new ID wherever the old one stood.
-func forgeFull(t *testing.T, chainURL string, forge func(tb *chain.Table)) {
+// forgeFull forges the full of the one-table chain at chainURL (a folder)
+// as whoever can write the store would, and returns the forged chain's URL:
+// forge rewrites the recorded schema, the manifest is sealed again with
+// internal/chain's own Manifest.Seal (a content ID is a checksum anyone can
+// recompute), and a chain is committed afresh around it — the chunks
+// copied, a first catalog generation naming the new ID (a writer of the
+// store can write any chain there; a signature, not a checksum, tells
+// them apart).
+func forgeFull(t *testing.T, chainURL string, forge func(tb *chain.Table)) string {
 	t.Helper()
 	ctx := context.Background()
 	ch, cat := openChainAt(t, chainURL)
@@ -39,7 +42,16 @@ func forgeFull(t *testing.T, chainURL string, forge func(tb *chain.Table)) {
 	if err := m.Seal(); err != nil {
 		t.Fatal(err)
 	}
-	if err := ch.PutManifest(ctx, m); err != nil {
+	forgedURL := fileChain(t)
+	src, dst := strings.TrimPrefix(chainURL, "file://"), strings.TrimPrefix(forgedURL, "file://")
+	if err := os.CopyFS(dst, os.DirFS(src)); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(filepath.Join(dst, "catalog")); err != nil {
+		t.Fatal(err)
+	}
+	forged := chain.Open(openStoreAt(t, forgedURL))
+	if err := forged.PutManifest(ctx, m); err != nil {
 		t.Fatal(err)
 	}
 	b, err := json.Marshal(cat)
@@ -50,10 +62,11 @@ func forgeFull(t *testing.T, chainURL string, forge func(tb *chain.Table)) {
 	if err := json.Unmarshal([]byte(strings.ReplaceAll(string(b), oldID, m.ID)), &next); err != nil {
 		t.Fatal(err)
 	}
-	next.Generation++
-	if err := ch.CommitCatalog(ctx, &next); err != nil {
+	next.Generation = 1
+	if err := forged.CommitCatalog(ctx, &next); err != nil {
 		t.Fatal(err)
 	}
+	return forgedURL
 }
 
 // refused fails unless r exited 3 with SLUICE-E-CHAIN-SCHEMA-REFUSED.
@@ -121,7 +134,7 @@ func TestForgedChainRefusedByEveryReader(t *testing.T) {
 			testenv.Exec(t, src, `CREATE TABLE a (id int PRIMARY KEY, n numeric); INSERT INTO a VALUES (1, 1.5), (2, 2.5)`)
 			chainURL := fileChain(t)
 			mustSluice(t, "backup", "full", "--source", testenv.DSN(src), "--target", chainURL)
-			forgeFull(t, chainURL, f.forge)
+			chainURL = forgeFull(t, chainURL, f.forge)
 
 			refused(t, "verify-chain", sluice(t, "backup", "verify-chain", "--target", chainURL))
 
