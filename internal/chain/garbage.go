@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice/internal/blobstore"
@@ -181,16 +179,7 @@ func (c *Chain) Sweep(ctx context.Context, latest int64, now time.Time, dryRun b
 
 // parseJournalKey returns the generation a journal key names.
 func parseJournalKey(key string) (int64, bool) {
-	s, ok := strings.CutPrefix(key, garbagePrefix)
-	if !ok {
-		return 0, false
-	}
-	s, ok = strings.CutSuffix(s, ".json")
-	if !ok || len(s) != 20 {
-		return 0, false
-	}
-	gen, err := strconv.ParseInt(s, 10, 64)
-	return gen, err == nil && gen >= 1
+	return parseNumberedKey(key, garbagePrefix)
 }
 
 // DeleteObjects deletes keys (a run's own objects that no catalog names,

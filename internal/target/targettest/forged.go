@@ -1,15 +1,9 @@
 package targettest
 
 import (
-	"context"
-	"encoding/json"
-	"strings"
 	"testing"
 
-	"github.com/sluicehq/sluice/internal/apply"
 	"github.com/sluicehq/sluice/internal/chain"
-	"github.com/sluicehq/sluice/internal/chain/chaintest"
-	"github.com/sluicehq/sluice/internal/errcode"
 )
 
 // pwn is the statement every forgery tries to smuggle in; Pwned reports
@@ -75,37 +69,10 @@ func Forged(f Forgery) (clean, forged *chain.Schema) {
 // forged schema, and by a broker meeting the forged table in a schema
 // change record; and the smuggled statement never ran (h.Pwned).
 func forgedSchemas(t *testing.T, h Harness) {
-	ctx := context.Background()
 	for _, f := range Forgeries() {
 		t.Run(f.Name, func(t *testing.T) {
-			clean, forged := Forged(f)
 			tgt := h.New(t)
-			requireCode(t, tgt.Prepare(ctx, forged, false), errcode.ChainSchemaRefused)
-			for _, tb := range forged.Tables {
-				if b, _ := json.Marshal(tb); !strings.Contains(string(b), "pwned") {
-					continue // not the forged table (a type forgery Prepare refused)
-				}
-				_, err := tgt.LoadTable(ctx, chaintest.Store(t), forged, chain.TableData{Table: tb.QualifiedName()}, nil)
-				requireCode(t, err, errcode.ChainSchemaRefused)
-			}
-
-			restore(t, tgt, clean)
-			k := &clean.Tables[0]
-			ch := chaintest.Store(t)
-			plain := chaintest.AddIncremental(t, ch, chaintest.Txn(50, insert(k, "1", "a")), 100)
-			_, err := apply.ApplyIncremental(ctx, ch, plain, forged, tgt, apply.Options{Stream: stream, Owner: owner, ExpectedLast: full})
-			requireCode(t, err, errcode.ChainSchemaRefused)
-
-			var changes []chain.Change
-			for i := range forged.Tables {
-				tb := forged.Tables[i]
-				tb.Types = forged.Types
-				changes = append(changes, chain.Change{Op: chain.OpSchema, Table: tb.QualifiedName(), Schema: &tb})
-			}
-			ch2 := chaintest.Store(t)
-			change := chaintest.AddIncremental(t, ch2, chaintest.Txn(51, changes...), 100)
-			_, err = apply.ApplyIncremental(ctx, ch2, change, clean, tgt, apply.Options{Stream: stream, Owner: owner, ExpectedLast: full})
-			requireCode(t, err, errcode.ChainSchemaRefused)
+			ForgedReaders(t, tgt, f)
 			if h.Pwned != nil && h.Pwned(t, tgt) {
 				t.Fatal("the forged schema's statement ran on the target")
 			}
