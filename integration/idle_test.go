@@ -66,10 +66,11 @@ func tipKind(t *testing.T, chainURL string) string {
 // (also once the chain's tip is a rotation's full). Each then does real work
 // when the source finally changes, and stops cleanly.
 //
-// sluice:exclusive — its source is quiet, but logical decoding reads the
-// whole cluster's WAL: beside other tests' bulk workloads on the shared
-// server its windows spent minutes decoding their WAL (twice in parallel
-// runs), which is not the quiet chain this test is about.
+// sluice:exclusive — beside other tests' bulk workloads on the shared
+// server it took 107 s once and missed its 2-minute bound once (20-26 s
+// alone), most likely because logical decoding of its quiet source reads
+// the whole cluster's WAL, theirs included; that is not the quiet chain
+// this test is about (unconfirmed; see the session notes).
 func TestQuietChainStaysAlive(t *testing.T) {
 	src := testenv.CreateDB(t, "quietsrc")
 	restored := testenv.CreateDB(t, "quietrestore")
