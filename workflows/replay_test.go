@@ -6,10 +6,22 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nexus-rpc/sdk-go/nexus"
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
+
+	"github.com/sluicehq/sluice/activities"
 )
+
+// replayRegistry lets Register fill a replayer, which runs no activities.
+type replayRegistry struct{ worker.WorkflowReplayer }
+
+func (replayRegistry) RegisterActivity(any)                                         {}
+func (replayRegistry) RegisterActivityWithOptions(any, activity.RegisterOptions)    {}
+func (replayRegistry) RegisterDynamicActivity(any, activity.DynamicRegisterOptions) {}
+func (replayRegistry) RegisterNexusService(*nexus.Service)                          {}
 
 // TestReplayRecordedHistories replays histories recorded from real runs
 // (testdata/histories, written with `temporal workflow show -o json`) against
@@ -23,12 +35,8 @@ func TestReplayRecordedHistories(t *testing.T) {
 		t.Fatalf("no recorded histories found: %v", err)
 	}
 	replayer := worker.NewWorkflowReplayer()
-	replayer.RegisterWorkflow(FullBackupWorkflow)
-	replayer.RegisterWorkflow(RestoreWorkflow)
-	replayer.RegisterWorkflow(ProducerWorkflow)
-	replayer.RegisterWorkflow(RotateWorkflow)
-	replayer.RegisterWorkflow(IncrementalWorkflow)
-	replayer.RegisterWorkflow(BrokerWorkflow)
+	// The worker's own list, so a workflow added there is replayed too.
+	Register(replayRegistry{replayer}, &activities.Activities{})
 	for _, f := range files {
 		t.Run(filepath.Base(f), func(t *testing.T) {
 			r, err := os.Open(f)
