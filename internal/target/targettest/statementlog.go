@@ -238,3 +238,24 @@ func Inert(stmt string, backslashEscapes bool) error {
 	}
 	return nil
 }
+
+// RequireInertNames checks the statements a target received while
+// HostileNames ran: every one that carries the hostile names must be
+// Inert, and at least one must carry them (else the log missed the
+// restore).
+func RequireInertNames(t *testing.T, stmts []string, backslashEscapes bool) {
+	t.Helper()
+	carried := 0
+	for _, s := range stmts {
+		if !strings.Contains(s, "DROP TABLE x") {
+			continue // sluice's own text, carrying nothing of the names
+		}
+		carried++
+		if err := Inert(s, backslashEscapes); err != nil {
+			t.Errorf("%v: %q", err, s)
+		}
+	}
+	if carried == 0 {
+		t.Error("no logged statement carried the hostile names; the log missed the restore")
+	}
+}
