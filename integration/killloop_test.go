@@ -12,9 +12,10 @@ import (
 
 // killWhileApplying SIGKILLs the broker's worker again and again while a
 // workload (of any source engine: wl only reports its progress) runs, at
-// least minKills times and until done reports the workload finished: each time it waits a little, kills as soon as the
-// broker is seen inside an incremental (or at a random moment a little
-// later), ends the killed run and starts the broker again with run (a warm
+// least minKills times and until done reports the workload finished: each
+// time it waits a little, kills as soon as the broker is seen inside an
+// incremental (or at a random moment a little later; until one kill has
+// landed inside an incremental, it waits up to 8 s for one), ends the killed run and starts the broker again with run (a warm
 // resume; reset is true when the kill came before the first reset recorded
 // a position). It returns how many kills there were and how many landed
 // inside an incremental.
@@ -25,7 +26,14 @@ func killWhileApplying(t *testing.T, worker *ownedWorker, stream string, wl inte
 	rng := rand.New(rand.NewSource(time.Now().UnixNano()))
 	for finished := false; !finished || kills < minKills; kills++ {
 		time.Sleep(time.Duration(500+rng.Intn(1000)) * time.Millisecond)
-		deadline := time.Now().Add(time.Duration(500+rng.Intn(1500)) * time.Millisecond)
+		wait := time.Duration(500+rng.Intn(1500)) * time.Millisecond
+		if midApply == 0 {
+			// No kill has landed inside an incremental yet: on a loaded
+			// machine the broker's applies are short beside its polls, so
+			// wait longer for one rather than kill at a random moment.
+			wait = 8 * time.Second
+		}
+		deadline := time.Now().Add(wait)
 		var st workflows.BrokerStatus
 		answered := false
 		for time.Now().Before(deadline) {

@@ -20,6 +20,24 @@ export SLUICE_REQUIRE_SERVICES=1
 SHARDS=${SLUICE_TEST_SHARDS:-4}
 DURATIONS=integration/testdata/durations.txt
 
+# failures LOG prints, for each test that failed in a verbose go test log,
+# its own log lines (each t.Log/t.Fatal's first line, cut to 600 bytes) and
+# any panic, so the cause shows even when the log's tail is all worker noise.
+failures() {
+	awk '
+		/^=== RUN   Test/ { split($3, p, "/"); if (p[1] != cur) { cur = p[1]; n = 0 } }
+		/^[ \t]+[A-Za-z0-9_]+\.go:[0-9]+: / { if (n < 60) buf[cur, n++] = substr($0, 1, 600) }
+		/^panic: / { print }
+		/^--- FAIL: Test/ {
+			print $0
+			for (i = 0; i < n; i++) print buf[$3, i]
+			n = 0
+		}
+	' "$1"
+}
+summary=$(mktemp)
+trap 'rm -f "$summary"' EXIT
+
 phase_start=$SECONDS
 phase() { printf '== %s: %ds\n' "$1" $((SECONDS - phase_start)); phase_start=$SECONDS; }
 
@@ -75,7 +93,9 @@ for k in "${!pids[@]}"; do
 		grep -E '^(--- (PASS|SKIP)|ok )' "$logs/shard$k.log" || true
 	else
 		failed=1
-		echo "---- integration shard $k failed; its log (last 400 lines):"
+		echo "---- integration shard $k failed; its failing tests:"
+		failures "$logs/shard$k.log" | tee -a "$summary"
+		echo "---- integration shard $k: its log (last 400 lines):"
 		tail -n 400 "$logs/shard$k.log"
 	fi
 done
@@ -84,7 +104,11 @@ mkdir -p "$SLUICE_STATE"
 cat "$logs"/shard*.log | sed -nE 's/^--- (PASS|FAIL|SKIP): (Test[A-Za-z0-9_]*) \(([0-9.]+)s\)$/\3 \2/p' | sort -rn >"$SLUICE_STATE/integration-durations.txt"
 rm -rf "$logs"
 phase "integration tests, $SHARDS shards"
-((failed == 0)) || exit 1
+if ((failed != 0)); then
+	echo "==== the integration tests that failed, and what they said:"
+	cat "$summary"
+	exit 1
+fi
 
 if [[ -n $exclusive ]]; then
 	log=$(mktemp)
@@ -94,6 +118,8 @@ if [[ -n $exclusive ]]; then
 	else
 		echo "---- the exclusive integration tests failed; their log (last 400 lines):"
 		tail -n 400 "$log"
+		echo "==== the exclusive integration tests that failed, and what they said:"
+		failures "$log"
 		rm -f "$log"
 		exit 1
 	fi
