@@ -18,14 +18,20 @@ import (
 	"github.com/sluicehq/sluice/internal/chain"
 	"github.com/sluicehq/sluice/internal/errcode"
 	"github.com/sluicehq/sluice/internal/health"
+	"github.com/sluicehq/sluice/internal/keyref"
 )
 
 // StoreRef names a backup store and how to reach it: its URL and the
-// store's options (blobstore.Options). It holds no secret (credentials come
-// from each store's own configuration chain in the worker).
+// store's options (blobstore.Options), and where the keys of its chain are
+// (Trust). It holds no secret (credentials come from each store's own
+// configuration chain in the worker; keys are references the worker
+// resolves).
 type StoreRef struct {
 	URL     string            `json:"url"`
 	Options blobstore.Options `json:"options,omitempty"`
+	// Trust references the keys the chain is sealed, opened, signed and
+	// verified with; the zero Ref reads and writes plaintext, unsigned.
+	Trust keyref.Ref `json:"trust,omitzero"`
 }
 
 // UnmarshalJSON reads a store reference, including one recorded before
@@ -34,6 +40,7 @@ func (r *StoreRef) UnmarshalJSON(b []byte) error {
 	var in struct {
 		URL       string            `json:"url"`
 		Options   blobstore.Options `json:"options"`
+		Trust     keyref.Ref        `json:"trust"`
 		Endpoint  string            `json:"endpoint"`
 		Region    string            `json:"region"`
 		PathStyle bool              `json:"path_style"`
@@ -41,7 +48,7 @@ func (r *StoreRef) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &in); err != nil {
 		return err
 	}
-	r.URL, r.Options = in.URL, in.Options
+	r.URL, r.Options, r.Trust = in.URL, in.Options, in.Trust
 	legacy := map[string]string{blobstore.OptEndpoint: in.Endpoint, blobstore.OptRegion: in.Region}
 	if in.PathStyle {
 		legacy[blobstore.OptPathStyle] = "true"
@@ -73,8 +80,15 @@ type Activities struct {
 	// HeartbeatInterval is how often long activities heartbeat (default 1s).
 	HeartbeatInterval time.Duration
 
-	manifests sync.Map // manifest ID -> *chain.Manifest; IDs are content-derived, so the cache never goes stale
-	layouts   sync.Map // layout ID -> *chain.Layout; content-derived too
+	// manifests and layouts are keyed by the keyring of the handle that
+	// read them and their ID: IDs are content-derived, so the caches never
+	// go stale, and a manifest read without a key (or with another) never
+	// serves a handle that would have refused it or holds another key.
+	manifests sync.Map // cacheKey -> *chain.Manifest
+	layouts   sync.Map // cacheKey -> *chain.Layout
+	// keyrings resolves store references' keys once per process and chain
+	// (keyref.Keyrings).
+	keyrings keyref.Keyrings
 	// catalogs keeps each chain's latest catalog, so polls and windows
 	// read only the commits made since (chain.Chain.Refresh).
 	catalogs chain.CatalogCache
@@ -116,18 +130,30 @@ func (a *Activities) openChain(ctx context.Context, ref StoreRef) (*chain.Chain,
 	if a.Observe != nil {
 		s = blobstore.Metered(s, a.Observe)
 	}
-	return chain.Open(s), nil
+	ch := chain.Open(s)
+	if ref.Trust.IsZero() {
+		return ch, nil
+	}
+	return a.keyrings.Open(ctx, ch, ref.URL, ref.Trust)
+}
+
+// cacheKey names a manifest or layout read through a handle with keyring
+// kr (nil: none).
+type cacheKey struct {
+	kr *chain.Keyring
+	id string
 }
 
 func (a *Activities) manifest(ctx context.Context, ch *chain.Chain, id string) (*chain.Manifest, error) {
-	if m, ok := a.manifests.Load(id); ok {
+	key := cacheKey{ch.Keyring(), id}
+	if m, ok := a.manifests.Load(key); ok {
 		return m.(*chain.Manifest), nil
 	}
 	m, err := ch.GetManifest(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	a.manifests.Store(id, m)
+	a.manifests.Store(key, m)
 	return m, nil
 }
 
@@ -283,13 +309,14 @@ func (a *Activities) withLayout(ctx context.Context, ch *chain.Chain, cat *chain
 		return m, nil
 	}
 	id := cat.Segments[si].Layout
-	if l, ok := a.layouts.Load(id); ok {
+	key := cacheKey{ch.Keyring(), id}
+	if l, ok := a.layouts.Load(key); ok {
 		return l.(*chain.Layout).Apply(m), nil
 	}
 	l, err := ch.GetLayout(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	a.layouts.Store(id, l)
+	a.layouts.Store(key, l)
 	return l.Apply(m), nil
 }

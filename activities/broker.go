@@ -144,6 +144,13 @@ func (a *Activities) prepareBroker(ctx context.Context, p BrokerStartParams) (Br
 	if found && decodeErr != nil {
 		return BrokerStart{}, errcode.Wrap(errcode.BrokerPositionCorrupt, decodeErr, "stream %q in sluice_cdc_state", p.Stream)
 	}
+	if found && decodeErr == nil {
+		// Before anything else: a store that lost what this target
+		// verified is refused whatever the flags ask.
+		if err := apply.CheckNotRolledBack(p.Stream, tok.Verified, cat.Generation, cat.StoredHash()); err != nil {
+			return BrokerStart{}, err
+		}
+	}
 	if found && tok.ChainID != cat.ChainID {
 		return BrokerStart{}, errcode.New(errcode.BrokerChainMismatch, "stream %q holds a position in chain %s; %s holds chain %s", p.Stream, tok.ChainID, p.Store.URL, cat.ChainID)
 	}
@@ -300,6 +307,9 @@ func (a *Activities) waitForLinks(ctx context.Context, p WaitParams) (WaitResult
 			links := cat.Links()
 			start, ok := positionIn(cat, p.After)
 			if !ok {
+				if err := a.checkStreamNotRolledBack(ctx, p.BrokerParams, cat); err != nil {
+					return WaitResult{}, err
+				}
 				return WaitResult{}, positionPruned(p.Stream, p.After, p.Store.URL)
 			}
 			if !reported {
@@ -348,6 +358,25 @@ func (a *Activities) waitForLinks(ctx context.Context, p WaitParams) (WaitResult
 		case <-time.After(p.PollInterval):
 		}
 	}
+}
+
+// checkStreamNotRolledBack reads the stream's position in the target and
+// refuses cat when it is older than the generation the stream verified.
+func (a *Activities) checkStreamNotRolledBack(ctx context.Context, p BrokerParams, cat *chain.Catalog) error {
+	tgt, err := openTarget(ctx, p.Target)
+	if err != nil {
+		return err
+	}
+	defer tgt.Close(context.Background())
+	row, found, err := tgt.State().ReadState(ctx, p.Stream)
+	if err != nil || !found {
+		return err
+	}
+	tok, err := apply.Decode(row.Token, row.Checksum)
+	if err != nil {
+		return nil // the start checks report a damaged position
+	}
+	return apply.CheckNotRolledBack(p.Stream, tok.Verified, cat.Generation, cat.StoredHash())
 }
 
 // positionIn returns the index in cat.Links() of the link a broker's
@@ -413,6 +442,12 @@ func (a *Activities) ApplyBrokerIncremental(ctx context.Context, p BrokerApplyPa
 		return BrokerApplyResult{}, a.temporalError(err)
 	}
 	defer tgt.Close(context.Background())
+	// The generation the link is read from: checked against the one the
+	// stream verified last, and recorded with the position.
+	cat, err := a.catalogs.Latest(ctx, ch)
+	if err != nil {
+		return BrokerApplyResult{}, a.temporalError(err)
+	}
 	m, schema, err := a.incrementalAt(ctx, ch, p.Link.ID)
 	if err != nil {
 		return BrokerApplyResult{}, a.temporalError(err)
@@ -434,6 +469,7 @@ func (a *Activities) ApplyBrokerIncremental(ctx context.Context, p BrokerApplyPa
 	})
 	r, err := apply.ApplyIncremental(ctx, ch, m, schema, tgt, apply.Options{
 		Stream: p.Stream, Owner: owner, Lanes: p.Concurrency, ExpectedLast: p.Link.ExpectedLast, Arbiters: p.Arbiters,
+		Verified: &apply.Verified{Generation: cat.Generation, Commit: cat.StoredHash()},
 		Progress: func(n int64) {
 			applied.Store(n)
 			a.Health.Delivered(k)

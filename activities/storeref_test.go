@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/sluicehq/sluice/internal/blobstore"
+	"github.com/sluicehq/sluice/internal/keyref"
 )
 
 // A store reference recorded before store options existed (its S3 settings
@@ -20,6 +21,8 @@ func TestStoreRefReadsRecordedShapes(t *testing.T) {
 			StoreRef{URL: "s3://b/p", Options: blobstore.Options{blobstore.OptEndpoint: "http://127.0.0.1:7070", blobstore.OptPathStyle: "true"}}},
 		{"options", `{"url":"s3://b","options":{"region":"eu-west-1"}}`,
 			StoreRef{URL: "s3://b", Options: blobstore.Options{blobstore.OptRegion: "eu-west-1"}}},
+		{"key references", `{"url":"s3://b","trust":{"passphrase_env":"SLUICE_PASS","encrypt":true,"verify_key_file":"/k.pub","require_signature":true}}`,
+			StoreRef{URL: "s3://b", Trust: keyref.Ref{PassphraseEnv: "SLUICE_PASS", Encrypt: true, VerifyKeyFile: "/k.pub", RequireSignature: true}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var got StoreRef
@@ -38,5 +41,14 @@ func TestStoreRefReadsRecordedShapes(t *testing.T) {
 				t.Fatalf("round trip through %s gave %+v, %v", b, again, err)
 			}
 		})
+	}
+}
+
+// A store without keys records no trust field: runs recorded before keys
+// existed and runs without them have the same input.
+func TestStoreRefWithoutKeysRecordsNoTrust(t *testing.T) {
+	b, err := json.Marshal(StoreRef{URL: "file:///tmp/c"})
+	if err != nil || string(b) != `{"url":"file:///tmp/c"}` {
+		t.Fatalf("encoded %s, %v", b, err)
 	}
 }

@@ -3,7 +3,9 @@
 # from-backup run`) replays one incremental of BENCH_CHANGES changes into a
 # target, with 1 and with 4 apply lanes, beside PostgreSQL's own logical
 # replication applying the same changes into another database on this
-# machine; and how the worker's peak memory grows (or not) with the size of
+# machine; the same broker runs on an encrypted and signed chain of the same
+# changes, beside the plain ones (issue 27: sealing must not cost more than
+# 10 %); and how the worker's peak memory grows (or not) with the size of
 # the incremental it applies.
 #
 # It needs what `make worker` starts: PostgreSQL (wal_level logical) on
@@ -18,12 +20,26 @@
 #      subscriber database seeded identically; then BENCH_CHANGES inserts,
 #      updates and deletes in transactions of 1 to 1000 changes
 #      (log-uniform sizes, fixed seed), committed as one incremental.
+#      Beside it a second chain of the same source, $DIR/chain-enc-sig:
+#      its own full with --chain-slot (its own slot) taken right after the
+#      first, and its own incremental of the same changes, both written with
+#      --encrypt --key-passphrase-env SLUICE_BENCH_PASSPHRASE --sign-key-file
+#      $DIR/keys/sign (AES-256-GCM under a data key the passphrase wraps; every
+#      catalog generation signed with an Ed25519 pair `sluice backup keygen`
+#      makes each run).
 #   2. For concurrency 1 and 4: a fresh target, restored through the full;
 #      worker restarted; timed: `sync from-backup run --detach --at-chain-id
 #      <full>` until the position in the target names the incremental as
 #      last applied (read every 200 ms with psql, as step 3 reads its slot;
 #      `status --json` every 5 s); worker VmHWM; target == source; broker
-#      stopped.
+#      stopped. Beside each, the same on the encrypted chain (c1 enc+sig
+#      after c1, c4 enc+sig before c4, so neither variant always runs
+#      second): a fresh target restored through its full
+#      with the key, worker restarted, the broker run with
+#      --key-passphrase-env SLUICE_BENCH_PASSPHRASE --verify-key-file
+#      $DIR/keys/sign.pub --require-signature, timed and checked the same way;
+#      the report gives its time over the plain run's (> 1: what sealing and
+#      signing cost).
 #   2b. The same into an SQLite file (one lane), restored through the full
 #      with --target-driver sqlite; file == source by row counts and sums of
 #      integer columns (sqlite3).
@@ -56,6 +72,11 @@
 #   BENCH_MARIADB=mysql://root@127.0.0.1:3306     MariaDB server for the
 #                              MariaDB rows (no password; make services starts
 #                              one).
+#   SLUICE_BENCH_PASSPHRASE=<a fixed bench value>  the encrypted chain's
+#                              passphrase. The worker reads it from its own
+#                              environment: the script exports it, and every
+#                              worker it (re)starts through deploy/dev/worker.sh
+#                              inherits it.
 #
 # Method and caveats
 #   - Wall clock around each timed step. The sluice figure includes starting
@@ -82,6 +103,12 @@
 #     ROW format; the buffer pool and durability settings as installed), which
 #     apply.json records; PostgreSQL with its own.
 #   - Peak RSS is the worker's VmHWM, the worker restarted just before.
+#   - The encrypted broker runs on a fresh worker too, so each run pays once
+#     the stretching of the passphrase (Argon2id: 3 passes over 64 MiB) that
+#     opens the chain's data keys, as any broker start does: it shows in the
+#     CheckChainForBroker activity (about 0.3 s here, against 0.1 s plain),
+#     in the worker's CPU and in its peak RSS (the 64 MiB), not in the apply
+#     activity, whose time apply.json gives apart.
 #   - Everything it creates (databases, slots, subscription, brokers, chains,
 #     and every MariaDB database named sluice_bench_apply_my_*) is removed at
 #     the start, at the end and on failure; only the results in $DIR stay.
@@ -114,7 +141,8 @@ SUB=sluice_bench_apply_sub
 DST_PREFIX=sluice_bench_apply_c   # + concurrency
 RSS_SRC=sluice_bench_apply_rss_src
 RSS_DST=sluice_bench_apply_rss_dst
-DBS=("$SUB" "${DST_PREFIX}1" "${DST_PREFIX}4" "$RSS_DST" "$SRC" "$RSS_SRC")
+ENC_SUFFIX=_enc_sig # the encrypted chain's targets: DST_PREFIX + concurrency + this
+DBS=("$SUB" "${DST_PREFIX}1" "${DST_PREFIX}4" "${DST_PREFIX}1$ENC_SUFFIX" "${DST_PREFIX}4$ENC_SUFFIX" "$RSS_DST" "$SRC" "$RSS_SRC")
 # MariaDB targets: MY_PREFIX + this run's ID + _c<lanes>, unique per run;
 # every database of the prefix is dropped at the start and at the end.
 MY_PREFIX=sluice_bench_apply_my_
@@ -123,7 +151,16 @@ SUBNAME=bench_apply_sub
 PUB=sluice_all_tables
 CHAIN=$DIR/chain
 RSS_CHAIN=$DIR/rss-chain
-STREAMS=(bench-c1 bench-c4 bench-sqlite bench-mariadb-c1 bench-mariadb-c4 bench-rss)
+# The encrypted + signed chain, its signing pair (made each run) and the
+# variable holding its passphrase in the worker's environment: a bench
+# value, not a secret (the chain is a local folder removed at the end).
+ENC_CHAIN=$DIR/chain-enc-sig
+KEY_DIR=$DIR/keys
+KEY_ENV=SLUICE_BENCH_PASSPHRASE
+export SLUICE_BENCH_PASSPHRASE=${SLUICE_BENCH_PASSPHRASE:-sluice-bench-passphrase}
+ENC_WRITE=(--encrypt --key-passphrase-env "$KEY_ENV" --sign-key-file "$KEY_DIR/sign")
+ENC_READ=(--key-passphrase-env "$KEY_ENV" --verify-key-file "$KEY_DIR/sign.pub" --require-signature)
+STREAMS=(bench-c1 bench-c4 bench-c1-enc-sig bench-c4-enc-sig bench-sqlite bench-mariadb-c1 bench-mariadb-c4 bench-rss)
 TABLES=(bench_item bench_pair)
 SEED_ITEM=100000
 SEED_PAIR=100000
@@ -183,7 +220,7 @@ cleanup() {
 	done
 	[[ -z ${MY_OPTS+x} ]] || my_drop_like "$MY_PREFIX"
 	# The chains and the generated SQL (gigabytes); results and logs stay.
-	rm -rf "$CHAIN" "$RSS_CHAIN" "$DIR"/*.sql "$SQLITE_FILE" "$SQLITE_FILE"-wal "$SQLITE_FILE"-shm
+	rm -rf "$CHAIN" "$ENC_CHAIN" "$KEY_DIR" "$RSS_CHAIN" "$DIR"/*.sql "$SQLITE_FILE" "$SQLITE_FILE"-wal "$SQLITE_FILE"-shm
 	return "$rc"
 }
 
@@ -438,24 +475,27 @@ sums_mariadb() { my "$1" -e "$MY_SUMS_ITEM; $MY_SUMS_PAIR"; }
 
 # --- chain helpers ------------------------------------------------------------
 
-newest_catalog() { ls "$1"/catalog/gen-*.json | sort | tail -n 1; }
-full_id() { jq -r '.segments[0].full.id' "$(newest_catalog "$1")"; }
-tip_incremental_id() { jq -r '.segments[-1].incrementals[-1].id // empty' "$(newest_catalog "$1")"; }
+# committed_id full|incremental LOG: the ID of the link a `sluice backup
+# full` or `backup incremental` logged in LOG as committed ("full <ID>
+# committed: ..."); empty when none. From the CLI rather than the catalog's
+# files, whose layout depends on the catalog format (docs/chain-format.md)
+# and which a sealed chain keeps partly unreadable without the key.
+committed_id() { sed -n "s/^$1 \([0-9a-f]\{1,\}\) committed: .*/\1/p" "$2" | tail -n 1; }
 manifest_of() { echo "$1/manifests/$2.json"; }
 raw_bytes() { jq -r '[.chunks[]?.raw_size] | add // 0' "$1"; }
 
-backup_full() { # backup_full DB CHAIN LOG
-	"$SLUICE" backup full --source "$(dsn "$1")" --target "file://$2" --chain-slot >"$3" 2>&1 ||
+backup_full() { # backup_full DB CHAIN LOG [FLAG...]
+	"$SLUICE" backup full --source "$(dsn "$1")" --target "file://$2" --chain-slot "${@:4}" >"$3" 2>&1 ||
 		die "sluice backup full of $1 failed: $(tail -n 5 "$3")"
 }
-backup_incremental() { # backup_incremental DB CHAIN LOG: prints the new incremental's ID
-	"$SLUICE" backup incremental --source "$(dsn "$1")" --target "file://$2" >"$3" 2>&1 ||
+backup_incremental() { # backup_incremental DB CHAIN LOG [FLAG...]: prints the new incremental's ID
+	"$SLUICE" backup incremental --source "$(dsn "$1")" --target "file://$2" "${@:4}" >"$3" 2>&1 ||
 		die "sluice backup incremental of $1 failed: $(tail -n 5 "$3")"
-	tip_incremental_id "$2"
+	committed_id incremental "$3"
 }
-restore_full() { # restore_full CHAIN FULL_ID DB LOG
+restore_full() { # restore_full CHAIN FULL_ID DB LOG [FLAG...]
 	sql postgres -c "CREATE DATABASE $3"
-	"$SLUICE" restore --backup-target "file://$1" --target "$(dsn "$3")" --through "$2" >"$4" 2>&1 ||
+	"$SLUICE" restore --backup-target "file://$1" --target "$(dsn "$3")" --through "$2" "${@:5}" >"$4" 2>&1 ||
 		die "sluice restore into $3 failed: $(tail -n 5 "$4")"
 }
 
@@ -540,7 +580,11 @@ main() {
 	trap cleanup EXIT
 	trap 'exit 130' INT TERM
 	rm -rf "${DIR:?}"/*
-	bash deploy/dev/worker.sh >/dev/null # a worker of the current build for the untimed steps
+	mkdir -p "$KEY_DIR"
+	"$SLUICE" backup keygen --out "$KEY_DIR/sign" >"$DIR/keygen.log" 2>&1 || die "sluice backup keygen failed: $(tail -n 5 "$DIR/keygen.log")"
+	# A worker of the current build for the untimed steps, restarted so that
+	# its environment holds $KEY_ENV (a running one may lack it).
+	restart_worker
 
 	# --- 1. the chain ----------------------------------------------------
 	log "creating $SRC and $SUB (schema + seed rows)"
@@ -549,9 +593,14 @@ main() {
 	log "sluice backup full --chain-slot of $SRC"
 	backup_full "$SRC" "$CHAIN" "$DIR/backup-full.log"
 	local full
-	full=$(full_id "$CHAIN")
-	[[ -n $full && $full != null ]] || die "no full in $(newest_catalog "$CHAIN")"
+	full=$(committed_id full "$DIR/backup-full.log")
+	[[ -n $full ]] || die "no full committed: $(tail -n 5 "$DIR/backup-full.log")"
 	[[ $(sql "$SRC" -c "SELECT count(*) FROM pg_publication WHERE pubname = '$PUB'") == 1 ]] || die "publication $PUB missing after the full"
+	log "sluice backup full --chain-slot of $SRC, encrypted and signed, into $ENC_CHAIN"
+	backup_full "$SRC" "$ENC_CHAIN" "$DIR/backup-full-enc-sig.log" "${ENC_WRITE[@]}"
+	local full_es
+	full_es=$(committed_id full "$DIR/backup-full-enc-sig.log")
+	[[ -n $full_es ]] || die "no full committed in $ENC_CHAIN: $(tail -n 5 "$DIR/backup-full-enc-sig.log")"
 
 	log "PostgreSQL anchor: slot $SUBNAME and a disabled subscription in $SUB"
 	sql "$SRC" -c "SELECT pg_create_logical_replication_slot('$SUBNAME', 'pgoutput')" >/dev/null
@@ -583,7 +632,7 @@ main() {
 	b0=$(now)
 	inc=$(backup_incremental "$SRC" "$CHAIN" "$DIR/backup-incremental.log")
 	inc_s=$(secs "$b0" "$(now)")
-	[[ -n $inc ]] || die "no incremental in $(newest_catalog "$CHAIN")"
+	[[ -n $inc ]] || die "no incremental committed: $(tail -n 5 "$DIR/backup-incremental.log")"
 	manifest=$(manifest_of "$CHAIN" "$inc")
 	m_changes=$(jq -r '.changes' "$manifest")
 	m_tx=$(jq -r '.transactions' "$manifest")
@@ -593,34 +642,66 @@ main() {
 	((m_changes == CHANGES)) || die "incremental $inc holds $m_changes changes, expected $CHANGES"
 	((m_tx == tx)) || log "warning: incremental $inc holds $m_tx transactions, the generator ran $tx"
 	log "chain: full $full, incremental $inc ($m_changes changes, $m_chunks chunks, $m_raw raw bytes) in ${inc_s}s"
+	log "sluice backup incremental, encrypted and signed"
+	local inc_es inc_es_s es_changes es_stored es_chunks
+	b0=$(now)
+	inc_es=$(backup_incremental "$SRC" "$ENC_CHAIN" "$DIR/backup-incremental-enc-sig.log" "${ENC_WRITE[@]}" --verify-key-file "$KEY_DIR/sign.pub" --require-signature)
+	inc_es_s=$(secs "$b0" "$(now)")
+	[[ -n $inc_es ]] || die "no incremental committed in $ENC_CHAIN: $(tail -n 5 "$DIR/backup-incremental-enc-sig.log")"
+	# A sealed manifest shows only its chunks' keys and sizes; the change
+	# count comes from the CLI's line ("... committed: T transactions, C changes, ...").
+	es_changes=$(sed -n "s/^incremental $inc_es committed: [0-9]* transactions, \([0-9]*\) changes,.*/\1/p" "$DIR/backup-incremental-enc-sig.log")
+	((${es_changes:-0} == CHANGES)) || die "encrypted incremental $inc_es holds ${es_changes:-?} changes, expected $CHANGES"
+	manifest=$(manifest_of "$ENC_CHAIN" "$inc_es")
+	jq -e '.format_version == 3 and (.sealed | length > 0)' "$manifest" >/dev/null || die "the manifest of $inc_es is not sealed ($manifest)"
+	local -a commits=("$ENC_CHAIN"/catalog/commit-*.json)
+	jq -e '.signature.sig | length > 0' "${commits[-1]}" >/dev/null || die "the newest catalog commit of $ENC_CHAIN (${commits[-1]}) carries no signature"
+	es_stored=$(jq -r '[.chunks[]?.size] | add // 0' "$manifest")
+	es_chunks=$(jq -r '.chunks | length' "$manifest")
+	log "encrypted chain: full $full_es, incremental $inc_es ($es_changes changes, $es_chunks chunks, $es_stored bytes stored, sealed and signed) in ${inc_es_s}s"
 	local src_fp
 	src_fp=$(fingerprint "$SRC" "${TABLES[@]}")
 	printf '%s\n' "$src_fp" >"$DIR/source.fingerprint"
 
-	# --- 2. the broker, 1 and 4 lanes ------------------------------------
+	# --- 2. the broker, 1 and 4 lanes, on the plain chain then the encrypted one
+	# S_* are keyed by lanes (plain) and lanes + "es" (encrypted + signed).
 	local -A S_SECS S_ACT S_RSS S_CPU
-	local n db t0 t1
+	local n db t0 t1 v k ch stream at tip tag
+	local -a rflags tflags
+	local -a order
 	for n in 1 4; do
-		db=$DST_PREFIX$n
-		log "c$n: restoring the full into $db"
-		restore_full "$CHAIN" "$full" "$db" "$DIR/restore-c$n.log"
-		restart_worker
-		log "c$n: timing the broker (worker pid $WPID, $n lanes)"
-		start_step "sluice-c$n" "$db"
-		t0=$(now)
-		broker_until "$CHAIN" "bench-c$n" "$full" "$n" "$inc" "$DIR/broker-c$n.log" "$db"
-		t1=$(now)
-		S_RSS[$n]=$(hwm_mib "$WPID")
-		end_step "sluice-c$n" "$db"
-		S_SECS[$n]=$(secs "$t0" "$t1")
-		S_CPU[$n]=$(jq -nc --argjson w "$CPU_WORKER" --argjson p "$CPU_PG" --argjson b "$CPU_backend" --argjson t "$CPU_TEMPORAL" \
-			--argjson m "$CPU_BUSY" --argjson o "$CPU_OTHER" --argjson pct "$BUSY_PCT" --argjson x "$COMMITS" \
-			'{worker: $w, postgres_total: $p, target_backends: $b, temporal_server: $t, other: $o, machine_busy: $m, machine_busy_pct: $pct, target_commits: $x}')
-		[[ $(fingerprint "$db" "${TABLES[@]}") == "$src_fp" ]] || die "c$n: $db differs from the source (see $DIR/source.fingerprint)"
-		broker_stop "$CHAIN" "bench-c$n"
-		S_ACT[$n]=$(apply_activity_secs "bench-c$n")
-		log "c$n: ${S_SECS[$n]}s (apply activity ${S_ACT[$n]}s), peak RSS ${S_RSS[$n]} MiB, CPU ${S_CPU[$n]}; target equals source"
-		sql postgres -c "DROP DATABASE $db WITH (FORCE)"
+		# Which variant goes first alternates with the lane count, so an
+		# advantage of running second does not always favour the same one.
+		order=(plain enc_sig)
+		[[ $n == 4 ]] && order=(enc_sig plain)
+		for v in "${order[@]}"; do
+			if [[ $v == plain ]]; then
+				k=$n ch=$CHAIN stream=bench-c$n at=$full tip=$inc tag=c$n db=$DST_PREFIX$n
+				rflags=() tflags=()
+			else
+				k=${n}es ch=$ENC_CHAIN stream=bench-c$n-enc-sig at=$full_es tip=$inc_es tag=c$n-enc-sig db=$DST_PREFIX$n$ENC_SUFFIX
+				rflags=("${ENC_READ[@]}") tflags=(--target "$(dsn "$db")" "${ENC_READ[@]}")
+			fi
+			log "$tag: restoring the full into $db"
+			restore_full "$ch" "$at" "$db" "$DIR/restore-$tag.log" "${rflags[@]}"
+			restart_worker
+			log "$tag: timing the broker (worker pid $WPID, $n lanes)"
+			start_step "sluice-$tag" "$db"
+			t0=$(now)
+			broker_until "$ch" "$stream" "$at" "$n" "$tip" "$DIR/broker-$tag.log" "$db" "${tflags[@]}"
+			t1=$(now)
+			S_RSS[$k]=$(hwm_mib "$WPID")
+			end_step "sluice-$tag" "$db"
+			S_SECS[$k]=$(secs "$t0" "$t1")
+			S_CPU[$k]=$(jq -nc --argjson w "$CPU_WORKER" --argjson p "$CPU_PG" --argjson b "$CPU_backend" --argjson t "$CPU_TEMPORAL" \
+				--argjson m "$CPU_BUSY" --argjson o "$CPU_OTHER" --argjson pct "$BUSY_PCT" --argjson x "$COMMITS" \
+				'{worker: $w, postgres_total: $p, target_backends: $b, temporal_server: $t, other: $o, machine_busy: $m, machine_busy_pct: $pct, target_commits: $x}')
+			[[ $(fingerprint "$db" "${TABLES[@]}") == "$src_fp" ]] || die "$tag: $db differs from the source (see $DIR/source.fingerprint)"
+			broker_stop "$ch" "$stream"
+			S_ACT[$k]=$(apply_activity_secs "$stream")
+			log "$tag: ${S_SECS[$k]}s (apply activity ${S_ACT[$k]}s), peak RSS ${S_RSS[$k]} MiB, CPU ${S_CPU[$k]}; target equals source"
+			sql postgres -c "DROP DATABASE $db WITH (FORCE)"
+		done
 	done
 
 	# --- 2b. the broker into SQLite (one writer) --------------------------
@@ -714,7 +795,8 @@ main() {
 			INSERT INTO bench_blob SELECT g, 0, repeat(md5(g::text), 32) FROM generate_series(1, $SEED_BLOB) g;" -c 'VACUUM ANALYZE bench_blob'
 		backup_full "$RSS_SRC" "$RSS_CHAIN" "$DIR/rss-backup-full.log"
 		local rfull at next=$((SEED_BLOB + 1)) label mb rows rinc rman rraw rchg r0 r1 rsecs rhwm ract
-		rfull=$(full_id "$RSS_CHAIN")
+		rfull=$(committed_id full "$DIR/rss-backup-full.log")
+		[[ -n $rfull ]] || die "no full committed: $(tail -n 5 "$DIR/rss-backup-full.log")"
 		restore_full "$RSS_CHAIN" "$rfull" "$RSS_DST" "$DIR/rss-restore.log"
 		at=$rfull
 		rss_json='[]'
@@ -759,6 +841,14 @@ main() {
 	ratio4=$(awk -v a="$r4s" -v b="$rpg" 'BEGIN { printf "%.3f", a / b }')
 	sq_rate=$(rate "$CHANGES" "$sq_secs")
 	sq_ratio=$(awk -v a="$sq_rate" -v b="$rpg" 'BEGIN { printf "%.3f", a / b }')
+	local r1es r4es ratio1es ratio4es es1 es4
+	r1es=$(rate "$CHANGES" "${S_SECS[1es]}")
+	r4es=$(rate "$CHANGES" "${S_SECS[4es]}")
+	ratio1es=$(awk -v a="$r1es" -v b="$rpg" 'BEGIN { printf "%.3f", a / b }')
+	ratio4es=$(awk -v a="$r4es" -v b="$rpg" 'BEGIN { printf "%.3f", a / b }')
+	# Encrypted + signed over plain, wall seconds (> 1: what sealing and signing cost).
+	es1=$(awk -v a="${S_SECS[1es]}" -v b="${S_SECS[1]}" 'BEGIN { printf "%.3f", a / b }')
+	es4=$(awk -v a="${S_SECS[4es]}" -v b="${S_SECS[4]}" 'BEGIN { printf "%.3f", a / b }')
 	local m1s m4s mratio1 mratio4
 	m1s=$(rate "$CHANGES" "${M_SECS[1]}")
 	m4s=$(rate "$CHANGES" "${M_SECS[4]}")
@@ -780,19 +870,29 @@ main() {
 		--argjson ms1 "${M_SECS[1]}" --argjson ms4 "${M_SECS[4]}" --argjson ma1 "${M_ACT[1]}" --argjson ma4 "${M_ACT[4]}" \
 		--argjson mr1 "$m1s" --argjson mr4 "$m4s" --argjson mh1 "${M_RSS[1]}" --argjson mh4 "${M_RSS[4]}" \
 		--argjson mc1 "${M_CPU[1]}" --argjson mc4 "${M_CPU[4]}" --argjson mq1 "$mratio1" --argjson mq4 "$mratio4" --argjson myset "$MYSET" \
+		--arg efull "$full_es" --arg einc "$inc_es" --argjson estored "$es_stored" --argjson echunks "$es_chunks" --argjson einc_s "$inc_es_s" \
+		--argjson es1 "${S_SECS[1es]}" --argjson es4 "${S_SECS[4es]}" --argjson ea1 "${S_ACT[1es]}" --argjson ea4 "${S_ACT[4es]}" \
+		--argjson er1 "$r1es" --argjson er4 "$r4es" --argjson eh1 "${S_RSS[1es]}" --argjson eh4 "${S_RSS[4es]}" \
+		--argjson ec1 "${S_CPU[1es]}" --argjson ec4 "${S_CPU[4es]}" --argjson eq1 "$ratio1es" --argjson eq4 "$ratio4es" \
+		--argjson eo1 "$es1" --argjson eo4 "$es4" --arg ewrite "${ENC_WRITE[*]}" --arg eread "${ENC_READ[*]}" \
 		'{
 			machine: {nproc: $nproc, cpu_model: $cpu, mem_kb: $mem_kb, kernel: $kernel, postgres: $pg, mariadb: $myset},
 			workload: {changes: $changes, transactions: $tx, inserts: $ins, updates: $upd, deletes: $del, wal_bytes: $wal, generate_seconds: $gen_s},
 			chain: {full: $full, incremental: $inc, raw_bytes: $raw, stored_bytes: $stored, chunks: $chunks, backup_incremental_seconds: $inc_s},
+			chain_enc_sig: {full: $efull, incremental: $einc, stored_bytes: $estored, chunks: $echunks, backup_incremental_seconds: $einc_s,
+				write_flags: $ewrite, read_flags: $eread},
 			sluice: {
 				c1: {seconds: $s1, apply_activity_seconds: $a1, changes_per_second: $r1, peak_rss_mib: $h1, cpu_seconds: $c1},
 				c4: {seconds: $s4, apply_activity_seconds: $a4, changes_per_second: $r4, peak_rss_mib: $h4, cpu_seconds: $c4},
+				c1_enc_sig: {seconds: $es1, apply_activity_seconds: $ea1, changes_per_second: $er1, peak_rss_mib: $eh1, cpu_seconds: $ec1},
+				c4_enc_sig: {seconds: $es4, apply_activity_seconds: $ea4, changes_per_second: $er4, peak_rss_mib: $eh4, cpu_seconds: $ec4},
 				sqlite: {seconds: $qs, apply_activity_seconds: $qa, changes_per_second: $qr, peak_rss_mib: $qh, cpu_seconds: $qc},
 				mariadb_c1: {seconds: $ms1, apply_activity_seconds: $ma1, changes_per_second: $mr1, peak_rss_mib: $mh1, cpu_seconds: $mc1},
 				mariadb_c4: {seconds: $ms4, apply_activity_seconds: $ma4, changes_per_second: $mr4, peak_rss_mib: $mh4, cpu_seconds: $mc4}},
 			postgres: {seconds: $ps, changes_per_second: $pr, cpu_seconds: $pc},
 			ratio_changes_per_second: {c1_to_postgres: $q1, c4_to_postgres: $q4, sqlite_to_postgres: $qq,
-				mariadb_c1_to_postgres: $mq1, mariadb_c4_to_postgres: $mq4},
+				mariadb_c1_to_postgres: $mq1, mariadb_c4_to_postgres: $mq4, c1_enc_sig_to_postgres: $eq1, c4_enc_sig_to_postgres: $eq4},
+			ratio_seconds_enc_sig_over_plain: {c1: $eo1, c4: $eo4},
 			memory: $rss
 		}' >"$DIR/apply.json"
 
@@ -802,14 +902,18 @@ sluice apply benchmark — $(date -u +%FT%TZ)
 machine    $(nproc) CPUs ($cpu_model), $((mem_kb / 1024)) MiB RAM, kernel $(uname -r), PostgreSQL $PGVER, MariaDB $MYVER
 workload   $CHANGES changes ($n_ins ins, $n_upd upd, $n_del del) in $tx transactions of 1-1000
 chain      incremental $inc: $m_chunks chunks, $(awk -v b="$m_raw" 'BEGIN { printf "%.1f", b / 1e6 }') MB raw, $(awk -v b="$m_stored" 'BEGIN { printf "%.1f", b / 1e6 }') MB stored
+enc+sig    incremental $inc_es of the encrypted + signed chain (${ENC_WRITE[*]}; brokers read with ${ENC_READ[*]}): $es_chunks chunks, $(awk -v b="$es_stored" 'BEGIN { printf "%.1f", b / 1e6 }') MB stored
 
                     seconds   changes/s   vs PG   peak RSS MiB   CPU s; machine busy
 sluice c1        $(printf '%9s %11s %7s %14s' "${S_SECS[1]}" "$r1s" "$ratio1" "${S_RSS[1]}")   $(jq -r '"worker \(.worker), postgres \(.postgres_total) (lanes \(.target_backends)), other \(.other); \(.machine_busy_pct) %"' <<<"${S_CPU[1]}")
+sluice c1 enc+sig$(printf '%9s %11s %7s %14s' "${S_SECS[1es]}" "$r1es" "$ratio1es" "${S_RSS[1es]}")   $(jq -r '"worker \(.worker), postgres \(.postgres_total) (lanes \(.target_backends)), other \(.other); \(.machine_busy_pct) %"' <<<"${S_CPU[1es]}")
 sluice c4        $(printf '%9s %11s %7s %14s' "${S_SECS[4]}" "$r4s" "$ratio4" "${S_RSS[4]}")   $(jq -r '"worker \(.worker), postgres \(.postgres_total) (lanes \(.target_backends)), other \(.other); \(.machine_busy_pct) %"' <<<"${S_CPU[4]}")
+sluice c4 enc+sig$(printf '%9s %11s %7s %14s' "${S_SECS[4es]}" "$r4es" "$ratio4es" "${S_RSS[4es]}")   $(jq -r '"worker \(.worker), postgres \(.postgres_total) (lanes \(.target_backends)), other \(.other); \(.machine_busy_pct) %"' <<<"${S_CPU[4es]}")
 sluice SQLite    $(printf '%9s %11s %7s %14s' "$sq_secs" "$sq_rate" "$sq_ratio" "$sq_rss")   $(jq -r '"worker \(.worker), other \(.other); \(.machine_busy_pct) %"' <<<"$sq_cpu")
 sluice MariaDB c1$(printf '%9s %11s %7s %14s' "${M_SECS[1]}" "$m1s" "$mratio1" "${M_RSS[1]}")   $(jq -r '"worker \(.worker), mariadb \(.mariadb_server), other \(.other); \(.machine_busy_pct) %"' <<<"${M_CPU[1]}")
 sluice MariaDB c4$(printf '%9s %11s %7s %14s' "${M_SECS[4]}" "$m4s" "$mratio4" "${M_RSS[4]}")   $(jq -r '"worker \(.worker), mariadb \(.mariadb_server), other \(.other); \(.machine_busy_pct) %"' <<<"${M_CPU[4]}")
 PostgreSQL       $(printf '%9s %11s %7s %14s' "$pg_s" "$rpg" "1.000" "-")   $(jq -r '"postgres \(.postgres_total) (apply \(.apply_worker), walsender \(.walsender)), other \(.other); \(.machine_busy_pct) %"' <<<"$pg_cpu")
+encrypted+signed / plain (seconds; > 1: what sealing and signing cost): c1 ${es1}x, c4 ${es4}x; worker CPU s c1 $(jq -r .worker <<<"${S_CPU[1es]}") / $(jq -r .worker <<<"${S_CPU[1]}"), c4 $(jq -r .worker <<<"${S_CPU[4es]}") / $(jq -r .worker <<<"${S_CPU[4]}"); apply activity c1 ${S_ACT[1es]} / ${S_ACT[1]} s, c4 ${S_ACT[4es]} / ${S_ACT[4]} s
 target commits: c1 $(jq -r .target_commits <<<"${S_CPU[1]}"), c4 $(jq -r .target_commits <<<"${S_CPU[4]}"); MariaDB COMMITs (server-wide) c1 $(jq -r .target_commits <<<"${M_CPU[1]}"), c4 $(jq -r .target_commits <<<"${M_CPU[4]}"); subscriber commits $(jq -r .subscriber_commits <<<"$pg_cpu")
 
 backend CPU per change: sluice lanes c1 $(jq -r --argjson n "$CHANGES" '.target_backends * 1e6 / $n | . * 10 | round / 10' <<<"${S_CPU[1]}") µs, c4 $(jq -r --argjson n "$CHANGES" '.target_backends * 1e6 / $n | . * 10 | round / 10' <<<"${S_CPU[4]}") µs; PostgreSQL's apply worker $(jq -r --argjson n "$CHANGES" '.apply_worker * 1e6 / $n | . * 10 | round / 10' <<<"$pg_cpu") µs (walsender $(jq -r --argjson n "$CHANGES" '.walsender * 1e6 / $n | . * 10 | round / 10' <<<"$pg_cpu") µs)

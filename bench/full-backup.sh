@@ -2,7 +2,10 @@
 # bench/full-backup.sh (make bench-full): times a sluice full backup and a
 # sluice restore against pg_dump -Fd -j2 / pg_restore -j2 on the same source,
 # on this machine, in one run, and checks that the sluice restore equals the
-# source table by table. Then a sluice restore into MariaDB
+# source table by table. Beside each sluice row, the same step on an
+# encrypted and signed chain (rows *_enc_sig, issue 27: sealing must not
+# cost more than 10 %), with its ratio to the plain row; that restore is
+# checked against the source too. Then a sluice restore into MariaDB
 # (--target-driver mysql) beside MariaDB's own: mariadb-dump of the database
 # sluice restored (untimed), loaded with the mariadb client into a fresh
 # database (timed).
@@ -15,7 +18,8 @@
 #   BENCH_SCALE=1          source size; 1 is about 1 GB (pg_database_size),
 #                          0.05 a quick run of about 50 MB.
 #   BENCH_DIR=/tmp/sluice-bench   work dir (chain, dump, logs, results.json).
-#   BENCH_WARMUP=0         1: run each of the four steps once, untimed, first.
+#   BENCH_WARMUP=0         1: run each of the six PostgreSQL steps (and the
+#                          MariaDB ones) once, untimed, first.
 #   BENCH_ORDER=sluice-first      pg-first, or alternate (with BENCH_REPEAT):
 #                          which tool goes first.
 #   BENCH_REPEAT=1         runs of each step; the fastest is reported, all are
@@ -29,6 +33,9 @@
 #   BENCH_KEEP_DBS=0       1: keep the restored databases (for inspection).
 #   BENCH_PG=postgres://postgres@127.0.0.1:5432   server (no password).
 #   BENCH_MARIADB=mysql://root@127.0.0.1:3306     MariaDB server (no password).
+#   SLUICE_BENCH_PASSPHRASE=<a fixed bench value>  the passphrase of the
+#                          encrypted chain, read by the worker from its
+#                          environment (see "Encrypted + signed rows" below).
 #
 # Method and caveats:
 #   - Wall clock (date +%s.%N) around each command. The sluice steps include
@@ -49,6 +56,31 @@
 #     and disturbed the step. results.json also has the machine total.
 #   - Sluice steps also list their Temporal activities (per table for the
 #     restore) with start offsets and durations, from the workflow history.
+#   - Encrypted + signed rows (sluice_backup_enc_sig, sluice_restore_enc_sig):
+#     the same full backup of the same source into a second chain,
+#     $DIR/chain-enc-sig, written with --encrypt --key-passphrase-env
+#     SLUICE_BENCH_PASSPHRASE --sign-key-file $DIR/keys/sign (AES-256-GCM under a
+#     data key wrapped by the passphrase; each catalog generation signed with an
+#     Ed25519 pair `sluice backup keygen` makes at the start of the run), and its
+#     restore into $DST_ENC with --key-passphrase-env SLUICE_BENCH_PASSPHRASE
+#     --verify-key-file $DIR/keys/sign.pub --require-signature, checked against
+#     the source table by table like the plain restore; the run also checks that
+#     every manifest of that chain is sealed and its catalog generation signed.
+#     The encrypted backup comes right after the plain one, and the encrypted
+#     restore right after the plain one, in odd runs, and right before them in
+#     even runs (whatever BENCH_ORDER), so both see the same machine and, with
+#     BENCH_REPEAT >= 2, each variant is timed in both places: in a run with the
+#     plain backup always first (scale 0.5), it took 1.2 to 1.9 s longer than the
+#     encrypted one right after it, with more CPU in both the worker and
+#     PostgreSQL, while the two restores matched. "enc_sig / plain" is t_enc_sig
+#     / t_plain of the reported (fastest) runs: > 1 is what sealing and signing
+#     cost. The passphrase is stretched (Argon2id) once per worker process, so
+#     the first encrypted step after a worker start pays it (a fraction of a
+#     second; BENCH_REPEAT > 1 shows it in "all runs"). The worker reads the
+#     passphrase from its own environment: when the running worker's environment
+#     (/proc/<pid>/environ) lacks SLUICE_BENCH_PASSPHRASE with this run's value,
+#     the script restarts it through deploy/dev/worker.sh with the variable
+#     exported (the environment passes through), before any step.
 #   - MariaDB rows. The source holds values a MySQL-family target refuses by
 #     design (docs/mysql-target.md): float NaN, +-Infinity and -0 in
 #     events.ratio, timestamptz +-infinity in events.occurred_at. So the
@@ -101,9 +133,16 @@ PARALLEL=2
 SRC=sluice_bench_src
 DST_SLUICE=sluice_bench_dst_sluice
 DST_PG=sluice_bench_dst_pg
+DST_ENC=sluice_bench_dst_enc_sig
 WARM_DB=sluice_bench_dst_warmup
 SRC_MY=sluice_bench_src_mariadb
-TEMP_DBS=("$DST_SLUICE" "$DST_PG" "$WARM_DB" "$SRC_MY")
+TEMP_DBS=("$DST_SLUICE" "$DST_PG" "$DST_ENC" "$WARM_DB" "$SRC_MY")
+# The encrypted + signed chain: its folder in $DIR, the signing pair (made
+# each run) and the variable that holds the passphrase in the worker's
+# environment. A bench value, not a secret: the chain is a local folder.
+ENC_CHAIN_DIR=chain-enc-sig
+KEY_ENV=SLUICE_BENCH_PASSPHRASE
+export SLUICE_BENCH_PASSPHRASE=${SLUICE_BENCH_PASSPHRASE:-sluice-bench-passphrase}
 # MariaDB databases: MY_PREFIX + this run's ID + _r<run>_<sluice|load>.
 MY_PREFIX=sluice_bench_full_my_
 MY_RUN=$(date -u +%Y%m%d%H%M%S)_$$
@@ -448,7 +487,7 @@ wait_quiet() {
 	done
 }
 
-STEPS=(sluice_backup sluice_restore pg_dump pg_restore sluice_restore_mariadb mariadb_load)
+STEPS=(sluice_backup sluice_backup_enc_sig sluice_restore sluice_restore_enc_sig pg_dump pg_restore sluice_restore_mariadb mariadb_load)
 declare -A SECS CPU_TOOL CPU_PG CPU_MY CPU_ALL CPU_OTHER LOAD
 RUN=1
 # timed STEP TOOLCPU CMD...: runs CMD once and records wall and CPU seconds
@@ -566,8 +605,13 @@ pick_best() {
 	done
 }
 
-sluice_backup() { "$SLUICE" backup full --source "$(dsn "${2:-$SRC}")" --target "file://$1" --parallel "$PARALLEL"; }
-sluice_restore() { "$SLUICE" restore --backup-target "file://$1" --target "$(dsn "$2")" --parallel "$PARALLEL"; }
+# sluice_backup CHAIN [DB [FLAG...]], sluice_restore CHAIN DB [FLAG...]
+sluice_backup() { "$SLUICE" backup full --source "$(dsn "${2:-$SRC}")" --target "file://$1" --parallel "$PARALLEL" "${@:3}"; }
+sluice_restore() { "$SLUICE" restore --backup-target "file://$1" --target "$(dsn "$2")" --parallel "$PARALLEL" "${@:3}"; }
+# The encrypted + signed chain: written sealed and signed, read with the
+# passphrase and only if every catalog generation verifies.
+sluice_backup_enc() { sluice_backup "$1" "$SRC" --encrypt --key-passphrase-env "$KEY_ENV" --sign-key-file "$KEY_DIR/sign"; }
+sluice_restore_enc() { sluice_restore "$1" "$2" --key-passphrase-env "$KEY_ENV" --verify-key-file "$KEY_DIR/sign.pub" --require-signature; }
 pg_backup() { pg_dump -Fd -j"$PARALLEL" -f "$1" -d "$(dsn "$SRC")"; }
 pg_restore_() { pg_restore -j"$PARALLEL" -d "$(dsn "$2")" "$1"; }
 # MariaDB: sluice's restore, and the reference (dump untimed, load timed).
@@ -614,6 +658,66 @@ prepare_mariadb_source() {
 	log "$SRC_MY: $MY_N_FLOATS ratio and $MY_N_TS occurred_at values replaced, the rest equal to $SRC; chain $DIR/$MY_CHAIN_DIR"
 }
 
+# prepare_keys: this run's signing pair, $KEY_DIR/sign and sign.pub
+# (keygen never overwrites: the previous run's pair is removed first).
+prepare_keys() {
+	KEY_DIR=$(cd "$DIR" && pwd)/keys
+	rm -rf "$KEY_DIR"
+	mkdir -p "$KEY_DIR"
+	"$SLUICE" backup keygen --out "$KEY_DIR/sign" >"$DIR/keygen.log" 2>&1 || die "sluice backup keygen failed ($DIR/keygen.log)"
+}
+
+# worker_has_key PID: whether the environment PID started with holds
+# KEY_ENV with this run's passphrase (the worker reads it from there).
+worker_has_key() {
+	[[ -n $1 && -r /proc/$1/environ ]] || return 1
+	grep -qxF "$KEY_ENV=${!KEY_ENV}" < <(tr '\0' '\n' <"/proc/$1/environ")
+}
+# ensure_worker_key: a worker whose environment holds KEY_ENV; one without
+# it is restarted through deploy/dev/worker.sh with KEY_ENV exported.
+ensure_worker_key() {
+	local pid
+	pid=$(worker_pid)
+	if worker_has_key "$pid"; then
+		log "the worker (pid $pid) has $KEY_ENV in its environment"
+		return 0
+	fi
+	[[ -s $SLUICE_STATE/worker.pid ]] ||
+		die "the worker answering on $ADMIN was not started by deploy/dev/worker.sh and its environment lacks $KEY_ENV (or cannot be read): restart it with $KEY_ENV exported"
+	log "restarting the worker (pid $pid) with $KEY_ENV in its environment: it reads the encrypted chain's passphrase from there"
+	bash deploy/dev/worker.sh stop >/dev/null
+	bash deploy/dev/worker.sh >"$DIR/worker-start.log" 2>&1 || die "the worker did not start again: $(tail -n 5 "$DIR/worker-start.log")"
+	pid=$(worker_pid)
+	worker_has_key "$pid" || die "the restarted worker (pid $pid) still lacks $KEY_ENV in its environment"
+	log "worker restarted (pid $pid)"
+}
+
+# check_enc_chain CHAIN: every manifest of CHAIN is sealed (format 3: only
+# chunk keys and sizes in the clear), it holds wrapped data keys under keys/,
+# and every catalog commit and checkpoint carries a signature
+# (docs/chain-format.md).
+check_enc_chain() {
+	command -v jq >/dev/null || {
+		log "jq not found: not checking that $1 is sealed and signed"
+		return 0
+	}
+	local f n_man=0 n_cat=0
+	for f in "$1"/manifests/*.json; do
+		[[ -e $f ]] || continue
+		jq -e '.format_version == 3 and (.sealed | length > 0)' "$f" >/dev/null || die "manifest $f of the encrypted chain is not sealed"
+		n_man=$((n_man + 1))
+	done
+	((n_man > 0)) || die "the encrypted chain $1 has no manifest"
+	compgen -G "$1/keys/*.json" >/dev/null || die "the encrypted chain $1 holds no wrapped data key under keys/"
+	for f in "$1"/catalog/commit-*.json "$1"/catalog/checkpoint-*.json; do
+		[[ -e $f ]] || continue
+		jq -e '.signature.sig | length > 0' "$f" >/dev/null || die "catalog object $f of the encrypted chain carries no signature"
+		n_cat=$((n_cat + 1))
+	done
+	((n_cat > 0)) || die "the encrypted chain $1 has no catalog commit"
+	log "$1: $n_man manifest(s) sealed, data keys wrapped under keys/, $n_cat catalog commit(s) and checkpoint(s) signed"
+}
+
 warmup() {
 	log "warm-up pass (untimed)"
 	local w=$DIR/warmup
@@ -622,6 +726,9 @@ warmup() {
 	sluice_backup "$w/chain" >"$w/log" 2>&1 || die "warm-up sluice backup failed ($w/log)"
 	fresh_db "$WARM_DB"
 	sluice_restore "$w/chain" "$WARM_DB" >>"$w/log" 2>&1 || die "warm-up sluice restore failed ($w/log)"
+	sluice_backup_enc "$w/$ENC_CHAIN_DIR" >>"$w/log" 2>&1 || die "warm-up encrypted sluice backup failed ($w/log)"
+	fresh_db "$WARM_DB"
+	sluice_restore_enc "$w/$ENC_CHAIN_DIR" "$WARM_DB" >>"$w/log" 2>&1 || die "warm-up encrypted sluice restore failed ($w/log)"
 	pg_backup "$w/dump" >>"$w/log" 2>&1 || die "warm-up pg_dump failed ($w/log)"
 	fresh_db "$WARM_DB"
 	pg_restore_ "$w/dump" "$WARM_DB" >>"$w/log" 2>&1 || die "warm-up pg_restore failed ($w/log)"
@@ -637,11 +744,30 @@ warmup() {
 	rm -rf "$w"
 }
 
+# run_sluice: the plain backup and the encrypted + signed one, then the two
+# restores; each encrypted step right after its plain one in odd runs, right
+# before it in even runs (the first of the two backups is the slower one).
 run_sluice() {
-	rm -rf "$DIR/chain"
-	timed sluice_backup worker sluice_backup "$DIR/chain"
-	fresh_db "$DST_SLUICE"
-	timed sluice_restore worker sluice_restore "$DIR/chain" "$DST_SLUICE"
+	local -a kinds=(plain enc_sig)
+	local k
+	if ((RUN % 2 == 0)); then kinds=(enc_sig plain); fi
+	rm -rf "$DIR/chain" "${DIR:?}/$ENC_CHAIN_DIR"
+	for k in "${kinds[@]}"; do
+		if [[ $k == plain ]]; then
+			timed sluice_backup worker sluice_backup "$DIR/chain"
+		else
+			timed sluice_backup_enc_sig worker sluice_backup_enc "$DIR/$ENC_CHAIN_DIR"
+		fi
+	done
+	for k in "${kinds[@]}"; do
+		if [[ $k == plain ]]; then
+			fresh_db "$DST_SLUICE"
+			timed sluice_restore worker sluice_restore "$DIR/chain" "$DST_SLUICE"
+		else
+			fresh_db "$DST_ENC"
+			timed sluice_restore_enc_sig worker sluice_restore_enc "$DIR/$ENC_CHAIN_DIR" "$DST_ENC"
+		fi
+	done
 }
 run_pg() {
 	rm -rf "$DIR/dump"
@@ -779,10 +905,13 @@ activities_json() {
 }
 
 report() {
-	local src_bytes=$1 rows=$2 chain_bytes=$3 dump_bytes=$4 my_chain_bytes=$5 my_dump_bytes=$6
+	local src_bytes=$1 rows=$2 chain_bytes=$3 dump_bytes=$4 my_chain_bytes=$5 my_dump_bytes=$6 enc_chain_bytes=$7
 	local mb
 	mb=$(calc "$src_bytes / 1e6" 1)
-	local bk_ratio rs_ratio sz_ratio my_ratio
+	local bk_ratio rs_ratio sz_ratio my_ratio es_bk_ratio es_rs_ratio es_sz_ratio
+	es_bk_ratio=$(calc "${SECS[sluice_backup_enc_sig]} / ${SECS[sluice_backup]}" 2)
+	es_rs_ratio=$(calc "${SECS[sluice_restore_enc_sig]} / ${SECS[sluice_restore]}" 2)
+	es_sz_ratio=$(calc "$enc_chain_bytes / $chain_bytes" 3)
 	bk_ratio=$(calc "${SECS[pg_dump]} / ${SECS[sluice_backup]}" 2)
 	rs_ratio=$(calc "${SECS[pg_restore]} / ${SECS[sluice_restore]}" 2)
 	sz_ratio=$(calc "$chain_bytes / $dump_bytes" 2)
@@ -810,28 +939,37 @@ report() {
 	echo "MB/s = source pg_database_size (10^6 bytes) / wall seconds; rows/s = source rows / wall seconds"
 	echo "CPU s: tool = sluice-worker process, or pg_dump/pg_restore (the mariadb client) and their children; pg = PostgreSQL server;"
 	echo "       my = MariaDB server; other = rest of the machine minus Temporal (noise: should be ~0); load1 = 1-min load average before the step"
+	echo "*_enc_sig rows: the same sluice step on a chain written with --encrypt --key-passphrase-env $KEY_ENV --sign-key-file,"
+	echo "       restored with --key-passphrase-env $KEY_ENV --verify-key-file --require-signature (into $DST_ENC, checked against the source)"
 	echo "MariaDB rows: a copy of the source with $MY_N_FLOATS NaN/±Inf/-0 floats and $MY_N_TS infinite timestamps replaced ($SRC_MY, see the"
 	echo "       script's header), restored by sluice into $MY_DST_SLUICE; mariadb_load = the mariadb client loading mariadb-dump of that database"
 	echo
 	printf '%-22s %9s %10s %7s %8s %7s %7s %8s %6s  %s\n' step seconds rows/s MB/s 'CPU tool' 'CPU pg' 'CPU my' 'CPU other' load1 'all runs (s)'
 	local s
-	for s in sluice_backup pg_dump sluice_restore pg_restore sluice_restore_mariadb mariadb_load; do
+	for s in sluice_backup sluice_backup_enc_sig pg_dump sluice_restore sluice_restore_enc_sig pg_restore sluice_restore_mariadb mariadb_load; do
 		printf '%-22s %9.2f %10.0f %7.1f %8.1f %7.1f %7.1f %8.1f %6s  %s\n' "$s" "${SECS[$s]}" \
 			"$(calc "$rows / ${SECS[$s]}" 0)" "$(calc "$mb / ${SECS[$s]}" 2)" "${CPU_TOOL[$s]}" "${CPU_PG[$s]}" "${CPU_MY[$s]}" "${CPU_OTHER[$s]}" "${LOAD[$s]}" "${ALL_SECS[$s]}"
 	done
 	echo
 	printf '%-30s %12s bytes (%s MB)\n' 'sluice chain (du -sb)' "$chain_bytes" "$(calc "$chain_bytes / 1e6" 1)"
+	printf '%-30s %12s bytes (%s MB)\n' 'sluice chain, enc+signed' "$enc_chain_bytes" "$(calc "$enc_chain_bytes / 1e6" 1)"
 	printf '%-30s %12s bytes (%s MB)\n' 'pg_dump -Fd dir (du -sb)' "$dump_bytes" "$(calc "$dump_bytes / 1e6" 1)"
 	printf '%-30s %12s bytes (%s MB)\n' 'sluice chain, MariaDB source' "$my_chain_bytes" "$(calc "$my_chain_bytes / 1e6" 1)"
 	printf '%-30s %12s bytes (%s MB)\n' 'mariadb-dump file' "$my_dump_bytes" "$(calc "$my_dump_bytes / 1e6" 1)"
 	echo
 	echo "sluice vs pg_dump/pg_restore (time: t_pg / t_sluice, > 1 means sluice faster; size: chain / dump, > 1 means chain larger)"
 	printf '  backup time  %6s\n  restore time %6s\n  size         %6s\n' "$bk_ratio" "$rs_ratio" "$sz_ratio"
+	echo "encrypted+signed / plain (time: t_enc_sig / t_plain, > 1 means sealing and signing cost time; CPU: the worker's CPU s, enc_sig / plain)"
+	printf '  backup  %5sx (CPU tool %s / %s s)\n' "$es_bk_ratio" "${CPU_TOOL[sluice_backup_enc_sig]}" "${CPU_TOOL[sluice_backup]}"
+	printf '  restore %5sx (CPU tool %s / %s s)\n' "$es_rs_ratio" "${CPU_TOOL[sluice_restore_enc_sig]}" "${CPU_TOOL[sluice_restore]}"
+	printf '  size    %5sx\n' "$es_sz_ratio"
 	echo "sluice restore into MariaDB vs the mariadb client loading mariadb-dump (t_load / t_sluice, > 1 means sluice faster)"
 	printf '  restore time %6s\n' "$my_ratio"
 	echo
 	activities_table sluice_backup
+	activities_table sluice_backup_enc_sig
 	activities_table sluice_restore
+	activities_table sluice_restore_enc_sig
 	activities_table sluice_restore_mariadb
 
 	local step_json="" sep=""
@@ -855,8 +993,12 @@ report() {
   "mariadb": {"source": "$SRC_MY", "derived_from": "$SRC", "floats_replaced": $MY_N_FLOATS, "timestamps_replaced": $MY_N_TS,
     "replacements": "events.ratio NaN and -0 -> 0, +Infinity -> 500000, -Infinity -> -500000; events.occurred_at infinity -> 2100-01-01, -infinity -> 1900-01-01 UTC; all else identical",
     "sluice_restore_database": "$MY_DST_SLUICE", "load_database": "$MY_DST_LOAD", "load_command": "mariadb --batch --database=<db> < mariadb-dump --single-transaction <sluice_restore_database>"},
-  "sizes": {"sluice_chain_bytes": $chain_bytes, "pg_dump_dir_bytes": $dump_bytes, "sluice_chain_mariadb_source_bytes": $my_chain_bytes, "mariadb_dump_bytes": $my_dump_bytes},
-  "ratios": {"backup_speed_sluice_over_pg": $bk_ratio, "restore_speed_sluice_over_pg": $rs_ratio, "size_chain_over_dump": $sz_ratio, "restore_speed_sluice_mariadb_over_mariadb_load": $my_ratio},
+  "enc_sig": {"chain": "$DIR/$ENC_CHAIN_DIR", "restore_database": "$DST_ENC",
+    "write_flags": "--encrypt --key-passphrase-env $KEY_ENV --sign-key-file $KEY_DIR/sign",
+    "read_flags": "--key-passphrase-env $KEY_ENV --verify-key-file $KEY_DIR/sign.pub --require-signature",
+    "order": "each encrypted step right after its plain one in odd runs, right before it in even runs"},
+  "sizes": {"sluice_chain_bytes": $chain_bytes, "sluice_chain_enc_sig_bytes": $enc_chain_bytes, "pg_dump_dir_bytes": $dump_bytes, "sluice_chain_mariadb_source_bytes": $my_chain_bytes, "mariadb_dump_bytes": $my_dump_bytes},
+  "ratios": {"backup_time_enc_sig_over_plain": $es_bk_ratio, "restore_time_enc_sig_over_plain": $es_rs_ratio, "size_enc_sig_over_plain": $es_sz_ratio, "backup_speed_sluice_over_pg": $bk_ratio, "restore_speed_sluice_over_pg": $rs_ratio, "size_chain_over_dump": $sz_ratio, "restore_speed_sluice_mariadb_over_mariadb_load": $my_ratio},
   "verified": true
 }
 JSON
@@ -876,7 +1018,9 @@ main() {
 	find_postmaster
 	trap cleanup EXIT
 	for db in "${TEMP_DBS[@]}"; do drop_db "$db" >/dev/null; done
-	rm -rf "$DIR/chain" "$DIR/dump" "$DIR/warmup" "$DIR/results.json" "$DIR"/*.[0-9]*.* "$DIR"/top-*.log
+	rm -rf "$DIR/chain" "${DIR:?}/$ENC_CHAIN_DIR" "$DIR/dump" "$DIR/warmup" "$DIR/results.json" "$DIR"/*.[0-9]*.* "$DIR"/top-*.log
+	prepare_keys
+	ensure_worker_key
 
 	if source_ok; then
 		log "reusing $SRC (generator $GEN_VERSION, scale $SCALE)"
@@ -906,14 +1050,17 @@ main() {
 
 	# The last sluice restore is the one checked (every run restores the same chain contents).
 	verify "$DST_SLUICE" || die "the sluice restore differs from the source (see above; databases dropped unless BENCH_KEEP_DBS=1)"
+	verify "$DST_ENC" || die "the sluice restore of the encrypted + signed chain differs from the source (see above; databases dropped unless BENCH_KEEP_DBS=1)"
+	check_enc_chain "$DIR/$ENC_CHAIN_DIR"
 	# Likewise the last run's two MariaDB databases.
 	verify_mariadb || die "the MariaDB databases differ (see above; databases dropped unless BENCH_KEEP_DBS=1)"
-	local chain_bytes dump_bytes my_chain_bytes my_dump_bytes
+	local chain_bytes dump_bytes my_chain_bytes my_dump_bytes enc_chain_bytes
 	chain_bytes=$(du -sb "$DIR/chain" | cut -f1)
+	enc_chain_bytes=$(du -sb "$DIR/$ENC_CHAIN_DIR" | cut -f1)
 	dump_bytes=$(du -sb "$DIR/dump" | cut -f1)
 	my_chain_bytes=$(du -sb "$DIR/$MY_CHAIN_DIR" | cut -f1)
 	my_dump_bytes=$(du -sb "$DIR/$MY_DUMP_FILE" | cut -f1)
-	report "$src_bytes" "$rows" "$chain_bytes" "$dump_bytes" "$my_chain_bytes" "$my_dump_bytes"
+	report "$src_bytes" "$rows" "$chain_bytes" "$dump_bytes" "$my_chain_bytes" "$my_dump_bytes" "$enc_chain_bytes"
 }
 
 main "$@"

@@ -132,7 +132,19 @@ func TestBrokerReplaysFromS3(t *testing.T) {
 	brokerScenario(t, url, flags, []int{2}, 150)
 }
 
-func TestBrokerSurvivesWorkerKills(t *testing.T) {
+func TestBrokerSurvivesWorkerKills(t *testing.T) { brokerSurvivesWorkerKills(t, nil, nil) }
+
+// The same through an encrypted, signed chain: every producer and broker
+// restart unwraps (or draws) its data keys again, and the broker verifies
+// every generation it applies.
+func TestBrokerSurvivesWorkerKillsEncryptedSigned(t *testing.T) {
+	kp := newSigningPair(t)
+	brokerSurvivesWorkerKills(t, writerTrust(kp), readerTrust(kp))
+}
+
+// brokerSurvivesWorkerKills runs the kill scenario with writer flags on
+// the backup and producer and reader flags on the restore and broker.
+func brokerSurvivesWorkerKills(t *testing.T, writer, reader []string) {
 	src := testenv.CreateDB(t, "src")
 	testenv.Exec(t, src, workloadSchema)
 	chainURL := fileChain(t)
@@ -140,9 +152,9 @@ func TestBrokerSurvivesWorkerKills(t *testing.T) {
 	q := worker.args
 
 	// The chain: a full, then a workload of several hundred thousand changes.
-	mustSluice(t, q("backup", "full", "--source", testenv.DSN(src), "--target", chainURL, "--chain-slot")...)
-	mustSluice(t, q("backup", "stream", "run", "--source", testenv.DSN(src), "--target", chainURL,
-		"--rollover-window", "1s", "--retain-rotate-at-chain-length", "5", "--detach")...)
+	mustSluice(t, q(append([]string{"backup", "full", "--source", testenv.DSN(src), "--target", chainURL, "--chain-slot"}, writer...)...)...)
+	mustSluice(t, q(append([]string{"backup", "stream", "run", "--source", testenv.DSN(src), "--target", chainURL,
+		"--rollover-window", "1s", "--retain-rotate-at-chain-length", "5", "--detach"}, writer...)...)...)
 	wl := &workload{db: src, steps: 400, bigTx: 200_000, pause: 5 * time.Millisecond}
 	if err := wl.run(context.Background(), t); err != nil {
 		t.Fatal(err)
@@ -157,8 +169,8 @@ func TestBrokerSurvivesWorkerKills(t *testing.T) {
 	dst := testenv.CreateDB(t, "dst")
 	stream := fmt.Sprintf("kills-%d", time.Now().UnixNano()%1e6)
 	run := func(lanes int, flags ...string) {
-		args := q(append([]string{"sync", "from-backup", "run", "--backup-target", chainURL, "--target", testenv.DSN(dst),
-			"--stream-id", stream, "--apply-concurrency", fmt.Sprint(lanes), "--poll-interval", "300ms", "--detach"}, flags...)...)
+		args := q(append(append([]string{"sync", "from-backup", "run", "--backup-target", chainURL, "--target", testenv.DSN(dst),
+			"--stream-id", stream, "--apply-concurrency", fmt.Sprint(lanes), "--poll-interval", "300ms", "--detach"}, reader...), flags...)...)
 		mustSluice(t, args...)
 	}
 	// Restore only the first segment's full, so every later link is applied
@@ -166,7 +178,7 @@ func TestBrokerSurvivesWorkerKills(t *testing.T) {
 	ctx := context.Background()
 	_, cat := openChainAt(t, chainURL)
 	first := cat.Segments[0].Full.ID
-	mustSluice(t, q("restore", "--backup-target", chainURL, "--target", testenv.DSN(dst), "--through", first)...)
+	mustSluice(t, q(append([]string{"restore", "--backup-target", chainURL, "--target", testenv.DSN(dst), "--through", first}, reader...)...)...)
 	cl := temporalClient(t)
 	defer cl.Close()
 	rng := rand.New(rand.NewSource(time.Now().UnixNano()))

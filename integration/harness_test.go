@@ -21,6 +21,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/blobstore"
 	"github.com/sluicehq/sluice/internal/chain"
+	"github.com/sluicehq/sluice/internal/seal"
 	"github.com/sluicehq/sluice/internal/testenv"
 	"go.temporal.io/sdk/client"
 )
@@ -158,7 +159,7 @@ func (hh *harness) startWorker() error {
 func startWorkerProc(taskQueue string, log *lockedBuffer, extraEnv ...string) (*workerProc, error) {
 	admin := freePort()
 	cmd := exec.Command(filepath.Join(h.bin, "sluice-worker"), "--admin-addr", admin, "--task-queue", taskQueue)
-	cmd.Env = append(append(h.env(), sourcePasswordEnv+"="+sourcePassword), extraEnv...)
+	cmd.Env = append(append(append(h.env(), sourcePasswordEnv+"="+sourcePassword), passphraseEnv()...), extraEnv...)
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start worker: %w", err)
@@ -217,7 +218,8 @@ func sluice(t *testing.T, args ...string) result {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, filepath.Join(h.bin, "sluice"), args...)
-	cmd.Env = h.env()
+	// The chain passphrase, for the commands that run in the CLI (rekey).
+	cmd.Env = append(h.env(), passphraseEnv()...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
@@ -270,6 +272,14 @@ func temporalClient(t *testing.T) client.Client {
 func openChainAt(t *testing.T, url string, storeFlags ...string) (*chain.Chain, *chain.Catalog) {
 	t.Helper()
 	ch := chain.Open(openStoreAt(t, url, storeFlags...))
+	// An encrypted chain of the harness opens with its passphrase.
+	if ids, err := ch.ListEnvelopes(context.Background()); err == nil && len(ids) > 0 {
+		w, err := seal.NewPassphrase([]byte(chainPassphrase), "test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ch = ch.WithKeyring(chain.NewKeyring(chain.Trust{Wrapper: w}))
+	}
 	cat, err := ch.LoadCatalog(context.Background())
 	if err != nil {
 		t.Fatal(err)

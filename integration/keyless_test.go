@@ -54,7 +54,7 @@ func appendIncremental(t *testing.T, chainURL, table string, rows [][]string, ap
 	if err != nil {
 		t.Fatal(err)
 	}
-	ref, err := ch.WriteChunk(ctx, chain.DataKey(fmt.Sprintf("test-%d", xid), "changes-000000.chunk"), data, b.Records(), int64(b.RawLen()))
+	ref, err := ch.WriteChunk(ctx, chain.ChunkPlace{Key: chain.DataKey(fmt.Sprintf("test-%d", xid), "changes-000000.chunk")}, data, b.Records(), int64(b.RawLen()))
 	if err != nil {
 		t.Fatal(err)
 	}

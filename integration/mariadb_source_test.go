@@ -32,10 +32,13 @@ func TestMariaDBSourceSurvivesWorkerKills(t *testing.T) {
 	for _, tc := range []struct {
 		name, driver string
 		concurrency  int
+		// sealed runs the chain encrypted and signed.
+		sealed bool
 	}{
-		{"postgres", "postgres", 2},
-		{"sqlite", "sqlite", 1},
-		{"mariadb", "mysql", 2},
+		{"postgres", "postgres", 2, false},
+		{"sqlite", "sqlite", 1, false},
+		{"sqlite-encrypted-signed", "sqlite", 1, true},
+		{"mariadb", "mysql", 2, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var dsn string
@@ -47,7 +50,12 @@ func TestMariaDBSourceSurvivesWorkerKills(t *testing.T) {
 			case "mysql":
 				dsn = testenv.MySQLDSN(testenv.CreateMySQLDB(t, "mysrctgt"))
 			}
-			mariaSourceSurvivesWorkerKills(t, tc.name, tc.driver, dsn, tc.concurrency)
+			var writer, reader []string
+			if tc.sealed {
+				kp := newSigningPair(t)
+				writer, reader = writerTrust(kp), readerTrust(kp)
+			}
+			mariaSourceSurvivesWorkerKills(t, tc.name, tc.driver, dsn, tc.concurrency, writer, reader)
 		})
 	}
 }
@@ -65,7 +73,7 @@ func newMariaSource(t *testing.T, prefix string, signed64 bool) string {
 	return srcDSN
 }
 
-func mariaSourceSurvivesWorkerKills(t *testing.T, name, driver, dsn string, concurrency int) {
+func mariaSourceSurvivesWorkerKills(t *testing.T, name, driver, dsn string, concurrency int, writer, reader []string) {
 	// SQLite refuses an unsigned value above 2^63-1, as documented
 	// (docs/sqlite-target.md): its source keeps within it.
 	signed64 := driver == "sqlite"
@@ -80,13 +88,13 @@ func mariaSourceSurvivesWorkerKills(t *testing.T, name, driver, dsn string, conc
 	stream := fmt.Sprintf("mariasrc-%s-%d", name, time.Now().UnixNano()%1e6)
 	src := []string{"--source-driver", "mariadb", "--source", srcDSN}
 
-	mustSluice(t, pq(append(append([]string{"backup", "full"}, src...), "--target", chainURL)...)...)
-	mustSluice(t, pq(append(append([]string{"backup", "stream", "run"}, src...), "--target", chainURL,
-		"--rollover-window", "1s", "--idle-window", "1s", "--retain-rotate-at-chain-length", "5", "--detach")...)...)
+	mustSluice(t, pq(append(append(append([]string{"backup", "full"}, src...), "--target", chainURL), writer...)...)...)
+	mustSluice(t, pq(append(append(append([]string{"backup", "stream", "run"}, src...), "--target", chainURL,
+		"--rollover-window", "1s", "--idle-window", "1s", "--retain-rotate-at-chain-length", "5", "--detach"), writer...)...)...)
 	run := func(flags ...string) {
-		mustSluice(t, q(append([]string{"sync", "from-backup", "run", "--backup-target", chainURL, "--target-driver", driver,
+		mustSluice(t, q(append(append([]string{"sync", "from-backup", "run", "--backup-target", chainURL, "--target-driver", driver,
 			"--target", dsn, "--stream-id", stream, "--apply-concurrency", fmt.Sprint(concurrency),
-			"--poll-interval", "300ms", "--detach"}, flags...)...)...)
+			"--poll-interval", "300ms", "--detach"}, reader...), flags...)...)...)
 	}
 	run("--reset-target-data", "--yes")
 

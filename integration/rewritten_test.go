@@ -154,7 +154,7 @@ func compactToFirstTransaction(t *testing.T, chainURL, id string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ref, err := ch.WriteChunk(ctx, chain.DataKey("compacted", "changes-000000.chunk"), data, b.Records(), int64(b.RawLen()))
+	ref, err := ch.WriteChunk(ctx, chain.ChunkPlace{Key: chain.DataKey("compacted", "changes-000000.chunk")}, data, b.Records(), int64(b.RawLen()))
 	if err != nil {
 		t.Fatal(err)
 	}

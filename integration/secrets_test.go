@@ -1,6 +1,8 @@
 package integration
 
 import (
+	"encoding/base64"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"os/exec"
@@ -17,7 +19,9 @@ import (
 // every DSN (by environment variable and by file), no password appears in
 // the worker's log, the CLI's output and errors, the worker's /metrics and
 // /status, or any workflow's history (read both as `temporal workflow show`
-// prints it and as raw protobuf, which keeps payload bytes verbatim).
+// prints it and as raw protobuf, which keeps payload bytes verbatim). The
+// chain is encrypted under a passphrase given by reference: neither the
+// passphrase nor any data key (raw, hex or base64) appears there either.
 func TestPasswordsStayOutOfAFullRun(t *testing.T) {
 	src := testenv.CreateDB(t, "src")
 	dst := testenv.CreateDB(t, "dst")
@@ -42,7 +46,8 @@ func TestPasswordsStayOutOfAFullRun(t *testing.T) {
 	if err := os.WriteFile(pwFile, []byte(sourcePassword+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	srcRef := []string{"--source", as(src), "--source-password-env", sourcePasswordEnv}
+	srcRef := []string{"--source", as(src), "--source-password-env", sourcePasswordEnv, "--encrypt", "--key-passphrase-env", chainPassphraseEnv}
+	keyRef := []string{"--key-passphrase-env", chainPassphraseEnv}
 
 	var out strings.Builder
 	run := func(args ...string) result {
@@ -55,8 +60,8 @@ func TestPasswordsStayOutOfAFullRun(t *testing.T) {
 	stream := fmt.Sprintf("secrets-%d", time.Now().UnixNano()%1e6)
 	run(append([]string{"backup", "full", "--target", chainURL, "--chain-slot"}, srcRef...)...)
 	run(append([]string{"backup", "stream", "run", "--target", chainURL, "--rollover-window", "1s", "--detach"}, srcRef...)...)
-	run("sync", "from-backup", "run", "--backup-target", chainURL, "--target", as(dst), "--target-password-file", pwFile,
-		"--stream-id", stream, "--poll-interval", "500ms", "--reset-target-data", "--yes", "--detach")
+	run(append([]string{"sync", "from-backup", "run", "--backup-target", chainURL, "--target", as(dst), "--target-password-file", pwFile,
+		"--stream-id", stream, "--poll-interval", "500ms", "--reset-target-data", "--yes", "--detach"}, keyRef...)...)
 	testenv.Exec(t, src, `INSERT INTO a SELECT i, 'w' FROM generate_series(51, 80) i; UPDATE a SET v = 'u' WHERE id < 10`)
 	waitCaughtUp(t, src, time.Minute)
 	run("backup", "stream", "status", "--target", chainURL, "--json")
@@ -66,11 +71,11 @@ func TestPasswordsStayOutOfAFullRun(t *testing.T) {
 	waitBrokerAt(t, stream, lastIncremental(t, chainURL, nil), time.Minute)
 	stopBroker(t, chainURL, stream)
 	requireSameRows(t, src, dst)
-	run("restore", "--backup-target", chainURL, "--target", as(again), "--target-password-env", sourcePasswordEnv)
+	run(append([]string{"restore", "--backup-target", chainURL, "--target", as(again), "--target-password-env", sourcePasswordEnv}, keyRef...)...)
 	requireSameRows(t, src, again)
 
 	// A failing connection: its error names the DSN, never the password.
-	bad := sluice(t, "restore", "--backup-target", chainURL, "--target", as("sluice_it_no_such_db"), "--target-password-env", sourcePasswordEnv)
+	bad := sluice(t, append([]string{"restore", "--backup-target", chainURL, "--target", as("sluice_it_no_such_db"), "--target-password-env", sourcePasswordEnv}, keyRef...)...)
 	if bad.exit == 0 {
 		t.Fatalf("a restore into a database that does not exist succeeded: %s", bad)
 	}
@@ -95,12 +100,21 @@ func TestPasswordsStayOutOfAFullRun(t *testing.T) {
 		raw.WriteString(hist)
 	}
 	found["raw histories"] = raw.String()
-	if !strings.Contains(raw.String(), sourcePasswordEnv) {
-		t.Fatal("the histories were not read: they do not even name the password's variable")
+	if !strings.Contains(raw.String(), sourcePasswordEnv) || !strings.Contains(raw.String(), chainPassphraseEnv) {
+		t.Fatal("the histories were not read: they do not even name the password's and the passphrase's variables")
+	}
+	secrets := map[string]string{"the password": sourcePassword, "the chain passphrase": chainPassphrase}
+	for i, k := range dataKeys(t, chainURL) {
+		secrets[fmt.Sprintf("data key %d (raw)", i)] = string(k)
+		secrets[fmt.Sprintf("data key %d (hex)", i)] = hex.EncodeToString(k)
+		secrets[fmt.Sprintf("data key %d (base64)", i)] = base64.StdEncoding.EncodeToString(k)
+		secrets[fmt.Sprintf("data key %d (base64url)", i)] = base64.RawURLEncoding.EncodeToString(k)
 	}
 	for where, text := range found {
-		if strings.Contains(text, sourcePassword) {
-			t.Errorf("the password appears in the %s", where)
+		for what, secret := range secrets {
+			if strings.Contains(text, secret) {
+				t.Errorf("%s appears in the %s", what, where)
+			}
 		}
 	}
 }

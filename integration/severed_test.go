@@ -81,7 +81,7 @@ func (s *sevChain) add(end uint64, chunks ...[]chain.Change) string {
 			s.t.Fatal(err)
 		}
 		key := chain.DataKey(fmt.Sprintf("severed-test-%d-%d", time.Now().UnixNano(), s.n), fmt.Sprintf("changes-%06d.chunk", i))
-		ref, err := s.ch.WriteChunk(ctx, key, data, b.Records(), int64(b.RawLen()))
+		ref, err := s.ch.WriteChunk(ctx, chain.ChunkPlace{Key: key}, data, b.Records(), int64(b.RawLen()))
 		if err != nil {
 			s.t.Fatal(err)
 		}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluicehq/sluice/activities"
 	"github.com/sluicehq/sluice/internal/blobstore"
+	"github.com/sluicehq/sluice/internal/chainview"
 	"github.com/sluicehq/sluice/internal/credentials"
 	"github.com/sluicehq/sluice/internal/errcode"
 	"github.com/sluicehq/sluice/internal/source"
@@ -94,6 +95,7 @@ func (c *cli) backupFullCmd() *cobra.Command {
 			}
 			ref.Options = sourceOptions(ref.Options, map[string]string{
 				activities.OptionSlotName: slotName, activities.OptionPublication: publication, activities.OptionSetReplicaIdentity: setIdentity})
+			c.warnUnencrypted(st)
 			in := workflows.FullBackupInput{Store: st, Source: ref, ChainSlot: chainSlot, Parallel: parallel}
 			var res activities.FullBackupResult
 			return c.start(cmd.Context(), launch{
@@ -110,7 +112,7 @@ func (c *cli) backupFullCmd() *cobra.Command {
 						fmt.Fprintf(c.stdout, "replica identity set: %s (it had %s)\n", g.Fix, g.Why)
 					}
 					fmt.Fprintf(c.stdout, "full %s committed: %d tables, %d rows, %s stored, anchored at %s\n",
-						res.FullID, res.Tables, res.Rows, humanBytes(res.StoredBytes), res.EndPosition)
+						res.FullID, res.Tables, res.Rows, chainview.HumanBytes(res.StoredBytes), res.EndPosition)
 					switch {
 					case res.Engine != "" && res.Engine != source.DefaultDriver:
 						fmt.Fprintf(c.stdout, "incrementals follow from %s (replica %s); the source keeps that binlog only until it expires: start the producer\n", res.EndPosition, res.Slot)
@@ -123,6 +125,7 @@ func (c *cli) backupFullCmd() *cobra.Command {
 	}
 	src.bind(cmd)
 	store.bind(cmd)
+	store.bindKeys(cmd, keysOpen|keysEncrypt|keysSign, readByWorker)
 	cmd.Flags().StringVar(&target, "target", "", "backup store URL of the new chain: "+blobstore.Forms())
 	cmd.Flags().BoolVar(&chainSlot, "chain-slot", false, "create the chain's logical replication slot and anchor the snapshot on it, so incrementals follow with no gap")
 	cmd.Flags().StringVar(&slotName, "slot-name", "", "name of the chain slot (default: derived from --target)")
@@ -139,7 +142,7 @@ func backupProgress(ctx context.Context, cl client.Client, id, runID string) str
 		if _, ok := hb["tables_total"]; ok {
 			return fmt.Sprintf("tables %d/%d, %d rows, %s read, %s stored",
 				num(hb, "tables_done"), num(hb, "tables_total"), num(hb, "rows"),
-				humanBytes(num(hb, "raw_bytes")), humanBytes(num(hb, "stored_bytes")))
+				chainview.HumanBytes(num(hb, "raw_bytes")), chainview.HumanBytes(num(hb, "stored_bytes")))
 		}
 	}
 	return ""

@@ -66,7 +66,7 @@ func (c *cli) root() *cobra.Command {
 	})
 
 	backup := &cobra.Command{Use: "backup", Short: "Write backups into a chain"}
-	backup.AddCommand(c.backupFullCmd(), c.backupIncrementalCmd(), c.backupStreamCmd(), c.verifyChainCmd(), c.pruneCmd(), c.compactCmd())
+	backup.AddCommand(c.backupFullCmd(), c.backupIncrementalCmd(), c.backupStreamCmd(), c.verifyChainCmd(), c.listCmd(), c.inspectCmd(), c.pruneCmd(), c.compactCmd(), c.keygenCmd(), c.rekeyCmd())
 	root.AddCommand(backup, c.restoreCmd(), c.syncCmd(), c.verifyCmd(), c.validateConfigCmd(), c.codecServerCmd(), c.versionCmd())
 	return root
 }
@@ -109,12 +109,21 @@ func (c *cli) report(err error) int {
 	return errcode.ExitRuntime
 }
 
-// storeFlags are the flags every command that opens a backup store takes.
+// storeFlags are the flags every command that opens a backup store takes,
+// and the key references of its chain (keys.go) for the commands that bind
+// them with bindKeys.
 type storeFlags struct {
 	endpoint  string
 	region    string
 	pathStyle bool
 	options   []string
+	keys      keyFlags
+}
+
+// bindKeys registers the key flags use names (keys.go); where says who
+// reads the references (readByWorker, readHere, readEither).
+func (s *storeFlags) bindKeys(cmd *cobra.Command, use keyUse, where string) {
+	s.keys.bind(cmd, use, where)
 }
 
 func (s *storeFlags) bind(cmd *cobra.Command) {
@@ -152,7 +161,11 @@ func (s *storeFlags) ref(flag, url string) (activities.StoreRef, error) {
 	if len(opts) == 0 {
 		opts = nil
 	}
-	return activities.StoreRef{URL: url, Options: opts}, nil
+	trust, err := s.keys.ref()
+	if err != nil {
+		return activities.StoreRef{}, err
+	}
+	return activities.StoreRef{URL: url, Options: opts, Trust: trust}, nil
 }
 
 // normalizeStoreURL refuses URLs the worker could not open, before anything

@@ -12,9 +12,7 @@ import (
 
 	"github.com/sluicehq/sluice/activities"
 	"github.com/sluicehq/sluice/internal/blobstore"
-	"github.com/sluicehq/sluice/internal/chain"
 	"github.com/sluicehq/sluice/internal/compact"
-	"github.com/sluicehq/sluice/internal/errcode"
 	"github.com/sluicehq/sluice/workflows"
 )
 
@@ -57,11 +55,11 @@ later compact or prune deletes them. Runs as a workflow, or in this process with
 			var res compact.Result
 			if dryRun || local {
 				ctx := cmd.Context()
-				bs, err := blobstore.Open(ctx, st.URL, st.Options)
+				ch, err := openChainHere(ctx, st)
 				if err != nil {
-					return errcode.Wrap(errcode.ConfigInvalid, err, "open backup store %s", st.URL)
+					return err
 				}
-				if res, err = compact.Compact(ctx, chain.Open(bs), compact.Options{DryRun: dryRun, Smart: smart, KeepReplaced: keep}); err != nil {
+				if res, err = compact.Compact(ctx, ch, compact.Options{DryRun: dryRun, Smart: smart, KeepReplaced: keep}); err != nil {
 					return err
 				}
 			} else {
@@ -100,6 +98,9 @@ later compact or prune deletes them. Runs as a workflow, or in this process with
 		},
 	}
 	store.bind(cmd)
+	// Compaction reads the chain's chunks and writes new ones: given the
+	// chain's key, it seals them as the chain is sealed.
+	store.bindKeys(cmd, keysOpen|keysVerify|keysSign|keysImplyEncrypt, readEither)
 	cmd.Flags().StringVar(&target, "target", "", "backup store URL of the chain: "+blobstore.Forms())
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print what would be merged; change nothing")
 	cmd.Flags().BoolVar(&smart, "smart-compaction", false, "also fold each incremental's changes per key across its transactions, dropping apply identities")

@@ -193,19 +193,6 @@ func num(m map[string]any, k string) int64 {
 	return int64(f)
 }
 
-func humanBytes(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
-}
-
 // codecKey carries the payload codec to the progress readers, which decode
 // heartbeat details themselves (they bypass the client's data converter).
 type codecKey struct{}

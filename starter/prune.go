@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/blobstore"
 	"github.com/sluicehq/sluice/internal/chain"
+	"github.com/sluicehq/sluice/internal/chainview"
 	"github.com/sluicehq/sluice/internal/errcode"
 	"github.com/sluicehq/sluice/internal/retention"
 )
@@ -59,11 +60,11 @@ two checkpoints older than --catalog-keep-age.`,
 				return usageError("--catalog-keep-commits, --catalog-keep-age: %v", err)
 			}
 			ctx := cmd.Context()
-			bs, err := blobstore.Open(ctx, st.URL, st.Options)
+			ch, err := openChainHere(ctx, st)
 			if err != nil {
-				return errcode.Wrap(errcode.ConfigInvalid, err, "open backup store %s", st.URL)
+				return err
 			}
-			res, err := retention.Prune(ctx, chain.Open(bs), retention.Options{Policy: policy, DryRun: dryRun, Force: force, Refuse: true, Catalog: catalog})
+			res, err := retention.Prune(ctx, ch, retention.Options{Policy: policy, DryRun: dryRun, Force: force, Refuse: true, Catalog: catalog})
 			if err != nil && !errcode.Is(err, errcode.PruneBrokerBehind) {
 				return err
 			}
@@ -80,6 +81,9 @@ two checkpoints older than --catalog-keep-age.`,
 		},
 	}
 	store.bind(cmd)
+	// Prune needs no key to read (a sealed manifest lists its chunks in
+	// the clear); it signs the catalog generation it commits.
+	store.bindKeys(cmd, keysVerify|keysSign, readHere)
 	cmd.Flags().StringVar(&target, "target", "", "backup store URL of the chain: "+blobstore.Forms())
 	cmd.Flags().IntVar(&keepSegments, "keep-segments", 0, "keep the newest N segments")
 	cmd.Flags().DurationVar(&keepDuration, "keep-duration", 0, "keep every segment needed to restore any point of the last D (e.g. 168h)")
@@ -122,10 +126,10 @@ func (c *cli) printPrune(url string, res retention.Result, dryRun bool) {
 		fmt.Fprintf(c.stdout, "chain %s (generation %d): nothing to prune (%s); %d segments kept\n", url, res.Generation, res.Policy, res.Keep)
 	case dryRun:
 		fmt.Fprintf(c.stdout, "dry run: %d segments would go (%d objects, %s), %d stay; nothing was changed\n",
-			len(res.Drop), res.Objects, humanBytes(res.Bytes), res.Keep)
+			len(res.Drop), res.Objects, chainview.HumanBytes(res.Bytes), res.Keep)
 	case len(res.Drop) > 0:
 		fmt.Fprintf(c.stdout, "chain %s: generation %d drops %d segments; %d objects deleted (%s); %d segments kept\n",
-			url, res.Committed, len(res.Drop), res.Deleted, humanBytes(res.Bytes), res.Keep)
+			url, res.Committed, len(res.Drop), res.Deleted, chainview.HumanBytes(res.Bytes), res.Keep)
 	}
 	if n := res.CatalogCommits + res.CatalogCheckpoints; n > 0 {
 		fmt.Fprintf(c.stdout, "catalog history: %d commits and %d checkpoints deleted\n", res.CatalogCommits, res.CatalogCheckpoints)

@@ -12,6 +12,7 @@ import (
 	"github.com/sluicehq/sluice/activities"
 	"github.com/sluicehq/sluice/internal/blobstore"
 	"github.com/sluicehq/sluice/internal/chain"
+	"github.com/sluicehq/sluice/internal/chainview"
 	"github.com/sluicehq/sluice/workflows"
 )
 
@@ -26,6 +27,9 @@ type producerFlags struct {
 func (p *producerFlags) bind(cmd *cobra.Command) {
 	p.src.bind(cmd)
 	p.store.bind(cmd)
+	// A producer continues a chain: it reads its catalog and tip, and
+	// seals and signs what it commits as the chain's full did.
+	p.store.bindKeys(cmd, keysOpen|keysEncrypt|keysSign|keysVerify, readByWorker)
 	cmd.Flags().StringVar(&p.target, "target", "", "backup store URL of the chain: "+blobstore.Forms())
 	cmd.Flags().StringVar(&p.publication, "publication", "", "publication to read (default: sluice_all_tables, created FOR ALL TABLES when missing)")
 }
@@ -83,11 +87,11 @@ func (c *cli) backupIncrementalCmd() *cobra.Command {
 				result: &res,
 				onSuccess: func() {
 					if !res.Committed {
-						fmt.Fprintf(c.stdout, "no new transactions since the chain's tip; nothing committed (slot retains %s)\n", humanBytes(res.Slot.RetainedBytes))
+						fmt.Fprintf(c.stdout, "no new transactions since the chain's tip; nothing committed (slot retains %s)\n", chainview.HumanBytes(res.Slot.RetainedBytes))
 						return
 					}
 					fmt.Fprintf(c.stdout, "incremental %s committed: %d transactions, %d changes, %s → %s, %s stored\n",
-						res.LinkID, res.Transactions, res.Changes, res.Start, res.End, humanBytes(res.StoredBytes))
+						res.LinkID, res.Transactions, res.Changes, res.Start, res.End, chainview.HumanBytes(res.StoredBytes))
 				},
 			})
 		},
@@ -181,7 +185,7 @@ func producerProgress(ctx context.Context, cl client.Client, id, runID string) s
 		return ""
 	}
 	line := fmt.Sprintf("%s: %d links (%d in segment), %d transactions, %d changes, slot retains %s (%s)",
-		st.Phase, st.Links, st.SegmentLength, st.Transactions, st.Changes, humanBytes(st.SlotRetained), st.SlotWalStatus)
+		st.Phase, st.Links, st.SegmentLength, st.Transactions, st.Changes, chainview.HumanBytes(st.SlotRetained), st.SlotWalStatus)
 	if st.LastError != "" {
 		line += "; last error: " + st.LastError
 	}

@@ -112,6 +112,7 @@ func (c *cli) brokerRunCmd() *cobra.Command {
 		},
 	}
 	store.bind(cmd)
+	store.bindKeys(cmd, keysOpen|keysVerify, readByWorker)
 	tgt.bind(cmd)
 	cmd.Flags().StringVar(&backupTarget, "backup-target", "", "backup store URL of the chain: "+blobstore.Forms())
 	cmd.Flags().StringVar(&stream, "stream-id", "", "names this stream's position in the target (required)")

@@ -57,11 +57,10 @@ catalog, manifest or chunk.`,
 				return err
 			}
 			ctx := cmd.Context()
-			bs, err := blobstore.Open(ctx, st.URL, st.Options)
+			ch, err := openChainHere(ctx, st)
 			if err != nil {
-				return errcode.Wrap(errcode.ConfigInvalid, err, "open backup store %s", st.URL)
+				return err
 			}
-			ch := chain.Open(bs)
 			cat, err := ch.LoadCatalog(ctx)
 			if err != nil {
 				return err
@@ -126,6 +125,7 @@ catalog, manifest or chunk.`,
 		},
 	}
 	store.bind(cmd)
+	store.bindKeys(cmd, keysOpen|keysVerify, readHere)
 	cmd.Flags().StringVar(&target, "target", "", "backup store URL of the chain: "+blobstore.Forms())
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the findings as JSON")
 	cmd.Flags().BoolVar(&allChunks, "chunks", false, "also read every chunk of every link, checking its SHA-256 and that it decodes (reads the whole chain)")

@@ -14,9 +14,7 @@ import (
 
 	"github.com/sluicehq/sluice/activities"
 	"github.com/sluicehq/sluice/internal/blobstore"
-	"github.com/sluicehq/sluice/internal/chain"
 	"github.com/sluicehq/sluice/internal/credentials"
-	"github.com/sluicehq/sluice/internal/errcode"
 	"github.com/sluicehq/sluice/internal/source"
 	"github.com/sluicehq/sluice/internal/target"
 	"github.com/sluicehq/sluice/internal/verify"
@@ -92,6 +90,8 @@ SLUICE-E-VERIFY-COLUMNS-DIFFER when a table's columns differ); 2: usage; 3: a re
 				return usageError("--wait-broker needs --backup-target, the broker's chain")
 			case waitBroker == "" && backupTarget != "":
 				return usageError("--backup-target is read by --wait-broker; give both or neither")
+			case waitBroker == "" && store.keys.given():
+				return usageError("the chain's key flags are read with --wait-broker and --backup-target")
 			case waitTimeout <= 0:
 				return usageError("--wait-timeout %s: give a positive duration", waitTimeout)
 			case waitBroker != "":
@@ -139,6 +139,7 @@ SLUICE-E-VERIFY-COLUMNS-DIFFER when a table's columns differ); 2: usage; 3: a re
 	src.bind(cmd)
 	tf.bind(cmd)
 	store.bind(cmd)
+	store.bindKeys(cmd, keysOpen|keysVerify, readEither)
 	cmd.Flags().StringVar(&depth, "depth", string(verify.DepthCount), "count (row counts), checksum (also a digest of every row's values) or rows (also names the differing rows)")
 	cmd.Flags().IntVar(&maxRows, "max-rows", verify.DefaultMaxRows, fmt.Sprintf("with --depth rows: name at most this many differing rows per table (1 to %d)", verify.MaxMaxRows))
 	cmd.Flags().StringArrayVar(&include, "include-table", nil, "compare only tables matching this pattern (repeatable; schema.name, or a bare name in any schema; * and ? match)")
@@ -167,11 +168,11 @@ func verifyLocally(ctx context.Context, in workflows.VerifyInput) (workflows.Ver
 	}
 	defer dst.Close(context.Background())
 	if in.WaitBroker != "" {
-		bs, err := blobstore.Open(ctx, in.Store.URL, in.Store.Options)
+		ch, err := openChainHere(ctx, *in.Store)
 		if err != nil {
-			return res, errcode.Wrap(errcode.ConfigInvalid, err, "open backup store %s", in.Store.URL)
+			return res, err
 		}
-		at, err := verify.WaitBroker(ctx, chain.Open(bs), dst.State(), in.WaitBroker, in.WaitTimeout, time.Second, nil)
+		at, err := verify.WaitBroker(ctx, ch, dst.State(), in.WaitBroker, in.WaitTimeout, time.Second, nil)
 		if err != nil {
 			return res, err
 		}

@@ -33,6 +33,10 @@ type Options struct {
 	// with how long it was open (first change to commit); lanes call it
 	// concurrently.
 	Committed func(open time.Duration)
+	// Verified, when set, is the catalog generation the incremental was
+	// read from. One older than the stream recorded is refused before
+	// anything is applied; a newer one is recorded with the position.
+	Verified *Verified
 }
 
 // Result reports one applied incremental.
@@ -65,6 +69,12 @@ func ApplyIncremental(ctx context.Context, ch *chain.Chain, m *chain.Manifest, s
 	tok, err := ReadOwnedToken(ctx, st, o.Stream, o.Owner)
 	if err != nil {
 		return res, err
+	}
+	if o.Verified != nil {
+		if err := CheckNotRolledBack(o.Stream, tok.Verified, o.Verified.Generation, o.Verified.Commit); err != nil {
+			return res, err
+		}
+		tok.Verified = newer(tok.Verified, o.Verified)
 	}
 	digest := ChunksDigest(m)
 	var skip int64

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/chain"
+	"github.com/sluicehq/sluice/internal/errcode"
 )
 
 // Engine markers of position tokens.
@@ -42,6 +43,43 @@ type Token struct {
 	Changes int64 `json:"changes,omitempty"`
 	// UpdatedAt is when the position last moved.
 	UpdatedAt time.Time `json:"updated_at"`
+	// Verified is the newest catalog generation the stream verified before
+	// applying from it, written with the position: a chain whose catalog
+	// is older (a rollback, a truncated tail) is refused.
+	Verified *Verified `json:"verified,omitempty"`
+}
+
+// Verified names a catalog generation a broker verified: its number and
+// the SHA-256 of its stored commit.
+type Verified struct {
+	Generation int64  `json:"generation"`
+	Commit     string `json:"commit,omitempty"`
+}
+
+// CheckNotRolledBack refuses a catalog (generation gen, stored hash
+// commit) older than the one rec records, or the same generation with
+// other content: catalog objects were deleted or older ones put back.
+func CheckNotRolledBack(stream string, rec *Verified, gen int64, commit string) error {
+	if rec == nil {
+		return nil
+	}
+	if gen < rec.Generation {
+		return errcode.New(errcode.ChainRolledBack,
+			"stream %q verified catalog generation %d, and the chain's latest is now %d: its newest generations were deleted or older ones put back", stream, rec.Generation, gen)
+	}
+	if gen == rec.Generation && rec.Commit != "" && commit != "" && commit != rec.Commit {
+		return errcode.New(errcode.ChainRolledBack,
+			"stream %q verified catalog generation %d with commit %s, and the store now holds another generation %d (commit %s)", stream, gen, rec.Commit, gen, commit)
+	}
+	return nil
+}
+
+// newer returns whichever of a and b is the newer generation.
+func newer(a, b *Verified) *Verified {
+	if a == nil || (b != nil && b.Generation > a.Generation) {
+		return b
+	}
+	return a
 }
 
 // Progress is a position inside an incremental.

@@ -29,6 +29,9 @@ type CatalogCommit struct {
 	Source *SourceInfo `json:"source,omitempty"`
 	// Change is what the generation changes.
 	Change CatalogChange `json:"change"`
+	// Signature, when the producer signs, covers the commit's encoding
+	// without it, and so (through Prev) every generation before it.
+	Signature *CatalogSignature `json:"signature,omitempty"`
 }
 
 // CatalogChange is the change one commit makes to the segment list, applied
@@ -78,6 +81,9 @@ type storedState struct {
 	verified atomic.Int64
 	// pages are the checkpoint pages known to be stored.
 	pages *pageSet
+	// signed is true when the generation's commit (or checkpoint) carries
+	// a signature.
+	signed bool
 }
 
 // newStored returns a stored state; pages nil starts an empty page set.

@@ -449,7 +449,7 @@ func TestReadChangeChunk(t *testing.T) {
 	c := Open(s)
 	changes := sampleChanges()
 	b, data := encodeChanges(t, changes)
-	ref, err := c.WriteChunk(ctx, DataKey("inc-1", "changes-000001.slck"), data, b.Records(), int64(b.RawLen()))
+	ref, err := c.WriteChunk(ctx, ChunkPlace{Key: DataKey("inc-1", "changes-000001.slck")}, data, b.Records(), int64(b.RawLen()))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -81,7 +81,7 @@ func writeChangeFixture(t *testing.T, dir string, changes []Change) {
 		t.Fatalf("%s exists and is frozen; a new format version gets a new directory", dir)
 	}
 	b, data := encodeChanges(t, changes)
-	ref, err := Open(newMemStore()).WriteChunk(context.Background(), changeFixtureKey, data, b.Records(), int64(b.RawLen()))
+	ref, err := Open(newMemStore()).WriteChunk(context.Background(), ChunkPlace{Key: changeFixtureKey}, data, b.Records(), int64(b.RawLen()))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -92,6 +92,9 @@ type catalogCheckpoint struct {
 	CreatedAt time.Time           `json:"created_at"`
 	Source    SourceInfo          `json:"source"`
 	Segments  []checkpointSegment `json:"segments"`
+	// Signature, when the producer signs, covers the checkpoint's encoding
+	// without it, and so (through page hashes) every link it lists.
+	Signature *CatalogSignature `json:"signature,omitempty"`
 }
 
 // writeCheckpoint writes the checkpoint of cat, whose stored state must be
@@ -108,6 +111,9 @@ func (c *Chain) writeCheckpoint(ctx context.Context, cat *Catalog, hash string, 
 	}
 	cp := catalogCheckpoint{FormatVersion: CatalogFormatVersionCommits, ChainID: cat.ChainID, Generation: cat.Generation,
 		Commit: hash, CreatedAt: NormalizeTime(time.Now()), Source: cat.Source, Segments: segs}
+	if cp.Signature, err = c.sign(signCheckpoint, &cp); err != nil {
+		return err
+	}
 	data, err := json.Marshal(&cp)
 	if err != nil {
 		return fmt.Errorf("encode checkpoint %d: %w", cat.Generation, err)
@@ -121,39 +127,45 @@ func (c *Chain) writeCheckpoint(ctx context.Context, cat *Catalog, hash string, 
 
 // readCheckpoint reads the checkpoint of generation gen and its pages
 // (adding them to pages); nil, nil when it does not exist.
-func (c *Chain) readCheckpoint(ctx context.Context, gen int64, pages *pageSet) (*Catalog, string, error) {
+func (c *Chain) readCheckpoint(ctx context.Context, gen int64, pages *pageSet) (*Catalog, string, bool, error) {
 	key := CheckpointKey(gen)
 	data, err := blobstore.ReadAll(ctx, c.store, key)
 	if errors.Is(err, blobstore.ErrNotFound) {
-		return nil, "", nil
+		return nil, "", false, nil
 	}
 	if err != nil {
-		return nil, "", c.unreachable(err, "read", key)
+		return nil, "", false, c.unreachable(err, "read", key)
 	}
 	var cp catalogCheckpoint
 	if err := strictUnmarshal(data, &cp); err != nil {
-		return nil, "", errcode.Wrap(errcode.ManifestInvalid, err, "catalog checkpoint %s does not parse", key)
+		return nil, "", false, errcode.Wrap(errcode.ManifestInvalid, err, "catalog checkpoint %s does not parse", key)
 	}
 	if cp.FormatVersion != CatalogFormatVersionCommits {
-		return nil, "", errcode.New(errcode.FormatUnsupported,
+		return nil, "", false, errcode.New(errcode.FormatUnsupported,
 			"catalog checkpoint %s has format version %d; this sluice reads version %d", key, cp.FormatVersion, CatalogFormatVersionCommits)
 	}
 	if cp.Generation != gen {
-		return nil, "", errcode.New(errcode.ChainInvalid, "catalog checkpoint %s holds generation %d", key, cp.Generation)
+		return nil, "", false, errcode.New(errcode.ChainInvalid, "catalog checkpoint %s holds generation %d", key, cp.Generation)
 	}
 	if !validDigest(cp.Commit) {
-		return nil, "", errcode.New(errcode.ChainInvalid, "catalog checkpoint %s: commit hash %q is not a SHA-256", key, cp.Commit)
+		return nil, "", false, errcode.New(errcode.ChainInvalid, "catalog checkpoint %s: commit hash %q is not a SHA-256", key, cp.Commit)
+	}
+	sig := cp.Signature
+	cp.Signature = nil
+	signed, err := c.verify(signCheckpoint, key, &cp, sig)
+	if err != nil {
+		return nil, "", false, err
 	}
 	segs, err := c.unpage(ctx, key, cp.Segments, pages)
 	if err != nil {
-		return nil, "", err
+		return nil, "", false, err
 	}
 	cat := &Catalog{FormatVersion: CatalogFormatVersionCommits, ChainID: cp.ChainID, Generation: cp.Generation,
 		Source: cp.Source, Segments: segs, tail: new(atomic.Bool)}
 	if err := ValidateCatalog(cat); err != nil {
-		return nil, "", fmt.Errorf("catalog checkpoint %s: %w", key, err)
+		return nil, "", false, fmt.Errorf("catalog checkpoint %s: %w", key, err)
 	}
-	return cat, cp.Commit, nil
+	return cat, cp.Commit, signed, nil
 }
 
 // listNumbered lists the objects under prefix whose keys carry a

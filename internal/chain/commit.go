@@ -21,6 +21,8 @@ type pendingCommit struct {
 	// done is set for a catalog committed already: writing it again checks
 	// that the stored commit is still its own.
 	done bool
+	// signed is set when the commit carries a signature.
+	signed bool
 }
 
 // hash returns the SHA-256 of the commit's stored bytes.
@@ -81,11 +83,17 @@ func (c *Chain) prepareCommit(ctx context.Context, next *Catalog) (*pendingCommi
 	} else {
 		commit.Prev = base.stored.hash
 	}
+	if err := c.refuseUnsignedOnto(base, next.Generation); err != nil {
+		return nil, err
+	}
+	if commit.Signature, err = c.sign(signCommit, commit); err != nil {
+		return nil, err
+	}
 	data, err := encodeCommit(commit)
 	if err != nil {
 		return nil, err
 	}
-	return &pendingCommit{base: base, next: next, data: data}, nil
+	return &pendingCommit{base: base, next: next, data: data, signed: commit.Signature != nil}, nil
 }
 
 // CommitCatalog commits next as generation next.Generation. next is
@@ -174,6 +182,7 @@ func (c *Chain) writeCommit(ctx context.Context, pc *pendingCommit) error {
 	next.FormatVersion = CatalogFormatVersionCommits
 	next.parent = nil
 	next.stored = newStored(hash, false, st.checkpoint, st.since+1, st.sinceBytes+int64(len(pc.data)), st.pages)
+	next.stored.signed = pc.signed
 	// The generation after this one did not exist when this one was created.
 	next.stored.verified.Store(started.UnixNano())
 	if p := c.checkpointPolicy(); next.stored.checkpoint == 0 || next.stored.since >= p.Every || next.stored.sinceBytes >= p.Bytes {

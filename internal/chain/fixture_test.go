@@ -100,7 +100,7 @@ func TestWriteFixtures(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ref, err := c.WriteChunk(ctx, DataKey("fixture-full", []string{"0000-000001.slck", "0000-000002.slck"}[i]), data, b.Rows(), int64(b.RawLen()))
+		ref, err := c.WriteChunk(ctx, ChunkPlace{Key: DataKey("fixture-full", []string{"0000-000001.slck", "0000-000002.slck"}[i])}, data, b.Rows(), int64(b.RawLen()))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,7 +1,6 @@
 package chain
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/blobstore"
 	"github.com/sluicehq/sluice/internal/errcode"
+	"github.com/sluicehq/sluice/internal/seal"
 )
 
 // LayoutPrefix holds the layouts of compacted segments.
@@ -39,6 +39,9 @@ type Layout struct {
 	// Links place the segment's incrementals in Chunks, in chain order. An
 	// incremental not listed keeps the chunks its manifest names.
 	Links []LayoutLink `json:"links"`
+	// KeyID names the data key Chunks are sealed with; empty when they are
+	// not (§11).
+	KeyID string `json:"key_id,omitempty"`
 }
 
 // LayoutLink places one incremental's records in a layout's chunks.
@@ -94,6 +97,13 @@ func canonicalLayout(l *Layout, id string) ([]byte, error) {
 // PutLayout seals l and writes it create-only; identical bytes already
 // there are a successful retry.
 func (c *Chain) PutLayout(ctx context.Context, l *Layout) error {
+	dk, err := c.writeKey(ctx)
+	if err != nil {
+		return err
+	}
+	if dk != nil {
+		l.KeyID = dk.ID
+	}
 	if err := l.Seal(); err != nil {
 		return err
 	}
@@ -105,20 +115,7 @@ func (c *Chain) PutLayout(ctx context.Context, l *Layout) error {
 		return err
 	}
 	data := append(b, '\n')
-	key := LayoutKey(l.ID)
-	if err := c.store.PutIfAbsent(ctx, key, data); err != nil {
-		if !errors.Is(err, blobstore.ErrExists) {
-			return c.unreachable(err, "write", key)
-		}
-		existing, rerr := blobstore.ReadAll(ctx, c.store, key)
-		if rerr != nil {
-			return c.unreachable(rerr, "read", key)
-		}
-		if !bytes.Equal(existing, data) {
-			return errcode.New(errcode.ManifestInvalid, "layout %s already exists in %s with different content", l.ID, c.store)
-		}
-	}
-	return nil
+	return c.putOnce(ctx, LayoutKey(l.ID), data, "layout "+l.ID, sameBytes(data))
 }
 
 // GetLayout reads the layout with the given ID and checks that its content
@@ -151,6 +148,20 @@ func (c *Chain) GetLayout(ctx context.Context, id string) (*Layout, error) {
 	}
 	if err := l.validate(); err != nil {
 		return nil, err
+	}
+	if l.KeyID == "" {
+		if c.trust != nil && c.trust.t.Wrapper != nil {
+			return nil, errcode.New(errcode.ChainNotSealed, "layout %s is not sealed, and the chain is read with %s", id, c.trust.t.Wrapper)
+		}
+		return &l, nil
+	}
+	if !seal.ValidKeyID(l.KeyID) {
+		return nil, errcode.New(errcode.ManifestInvalid, "layout %s names data key %q, which is not 32 lowercase hex characters", id, l.KeyID)
+	}
+	// Without a key (retention needs only the chunk keys) the chunks
+	// refuse to open with errcode.KeyRequired when read.
+	for i := range l.Chunks {
+		l.Chunks[i].seal = &chunkSeal{keyID: l.KeyID, aad: ChunkPlace{Key: l.Chunks[i].Key, Ordinal: i}.aad()}
 	}
 	return &l, nil
 }

@@ -53,16 +53,21 @@ func (c *Chain) loadStart(ctx context.Context) (*Catalog, error) {
 		return nil, err
 	}
 	if len(cps) == 0 {
-		return c.legacyStart(ctx)
+		cat, err := c.legacyStart(ctx)
+		if err == nil && cat != nil && cat.stored != nil && cat.stored.legacy {
+			err = c.requireLegacySigned(CatalogKey(cat.Generation))
+		}
+		return cat, err
 	}
 	for i := len(cps) - 1; i >= 0; i-- {
 		pages := &pageSet{}
-		cat, hash, err := c.readCheckpoint(ctx, cps[i].gen, pages)
+		cat, hash, signed, err := c.readCheckpoint(ctx, cps[i].gen, pages)
 		if err != nil {
 			return nil, err
 		}
 		if cat != nil {
 			cat.stored = newStored(hash, false, cat.Generation, 0, 0, pages)
+			cat.stored.signed = signed
 			return cat, nil
 		}
 	}
@@ -104,6 +109,9 @@ func (c *Chain) readAfter(ctx context.Context, cat *Catalog) (*Catalog, error) {
 				return cat, nil
 			}
 			if !g.fence {
+				if err := c.requireLegacySigned(CatalogKey(gen)); err != nil {
+					return nil, err
+				}
 				g.cat.stored = newStored(g.hash, true, 0, 0, 0, cat.stored.pages)
 				cat = g.cat
 				continue
@@ -124,6 +132,12 @@ func (c *Chain) readAfter(ctx context.Context, cat *Catalog) (*Catalog, error) {
 		if err != nil {
 			return nil, err
 		}
+		sig := commit.Signature
+		commit.Signature = nil
+		signed, err := c.verify(signCommit, key, commit, sig)
+		if err != nil {
+			return nil, err
+		}
 		var st *storedState
 		var baseHash string
 		if cat != nil {
@@ -136,6 +150,7 @@ func (c *Chain) readAfter(ctx context.Context, cat *Catalog) (*Catalog, error) {
 			return nil, err
 		}
 		next.stored = newStored(sha256Hex(data), false, st.checkpoint, st.since+1, st.sinceBytes+int64(len(data)), st.pages)
+		next.stored.signed = signed
 		cat = next
 	}
 }

@@ -85,7 +85,7 @@ func (s *sevChain) inc(end string, chunks ...[]Change) string {
 		if err != nil {
 			s.t.Fatal(err)
 		}
-		ref, err := s.ch.WriteChunk(ctx, DataKey(fmt.Sprintf("sev-%d", s.n), fmt.Sprintf("changes-%06d.chunk", i)), data, b.Records(), int64(b.RawLen()))
+		ref, err := s.ch.WriteChunk(ctx, ChunkPlace{Key: DataKey(fmt.Sprintf("sev-%d", s.n), fmt.Sprintf("changes-%06d.chunk", i))}, data, b.Records(), int64(b.RawLen()))
 		if err != nil {
 			s.t.Fatal(err)
 		}

@@ -50,6 +50,8 @@ func DataKey(attempt, name string) string { return DataPrefix + attempt + "/" + 
 type Chain struct {
 	store  blobstore.Store
 	policy *CheckpointPolicy
+	// trust, when set, seals, opens, signs and verifies (trust.go).
+	trust *Keyring
 }
 
 // Open returns the chain rooted at the store's root. It does no I/O.
@@ -61,6 +63,34 @@ func (c *Chain) Store() blobstore.Store { return c.store }
 // unreachable wraps a store failure other than a missing object.
 func (c *Chain) unreachable(err error, op, key string) error {
 	return errcode.Wrap(errcode.StoreUnreachable, err, "%s %s in %s", op, key, c.store)
+}
+
+// putOnce writes data at key create-only. An object already there is a
+// retry of the same write when same says so of its bytes; otherwise it is a
+// coded errcode.ManifestInvalid error naming what (the object, for the
+// message).
+func (c *Chain) putOnce(ctx context.Context, key string, data []byte, what string, same func(existing []byte) bool) error {
+	err := c.store.PutIfAbsent(ctx, key, data)
+	if err == nil {
+		return nil
+	}
+	if !errors.Is(err, blobstore.ErrExists) {
+		return c.unreachable(err, "write", key)
+	}
+	existing, err := blobstore.ReadAll(ctx, c.store, key)
+	if err != nil {
+		return c.unreachable(err, "read", key)
+	}
+	if !same(existing) {
+		return errcode.New(errcode.ManifestInvalid, "%s already exists in %s with different content", what, c.store)
+	}
+	return nil
+}
+
+// sameBytes is putOnce's test for objects whose retries write identical
+// bytes.
+func sameBytes(data []byte) func([]byte) bool {
+	return func(existing []byte) bool { return bytes.Equal(existing, data) }
 }
 
 // PutManifest seals m and writes it to its key, create-only. When the key
@@ -78,20 +108,10 @@ func (c *Chain) PutManifest(ctx context.Context, m *Manifest) error {
 	if err != nil {
 		return err
 	}
-	key := ManifestKey(m.ID)
-	if err := c.store.PutIfAbsent(ctx, key, data); err != nil {
-		if !errors.Is(err, blobstore.ErrExists) {
-			return c.unreachable(err, "write", key)
-		}
-		existing, rerr := blobstore.ReadAll(ctx, c.store, key)
-		if rerr != nil {
-			return c.unreachable(rerr, "read", key)
-		}
-		if !bytes.Equal(existing, data) {
-			return errcode.New(errcode.ManifestInvalid, "manifest %s already exists in %s with different content", m.ID, c.store)
-		}
+	if c.Sealing() {
+		return c.putSealedManifest(ctx, m, bytes.TrimSuffix(data, []byte("\n")))
 	}
-	return nil
+	return c.putOnce(ctx, ManifestKey(m.ID), data, "manifest "+m.ID, sameBytes(data))
 }
 
 // GetManifest reads the manifest with the given ID and checks that its
@@ -99,6 +119,15 @@ func (c *Chain) PutManifest(ctx context.Context, m *Manifest) error {
 // coded errcode.ManifestInvalid error naming the ID; an unknown format
 // version is errcode.FormatUnsupported.
 func (c *Chain) GetManifest(ctx context.Context, id string) (*Manifest, error) {
+	data, err := c.readManifestBytes(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return c.decodeStoredManifest(ctx, id, data)
+}
+
+// readManifestBytes reads the stored bytes of manifest id.
+func (c *Chain) readManifestBytes(ctx context.Context, id string) ([]byte, error) {
 	if !ValidID(id) {
 		return nil, errcode.New(errcode.ManifestInvalid, "manifest ID %q is not 40 lowercase hex characters", id)
 	}
@@ -110,13 +139,19 @@ func (c *Chain) GetManifest(ctx context.Context, id string) (*Manifest, error) {
 	if err != nil {
 		return nil, c.unreachable(err, "read", key)
 	}
-	return decodeManifest(id, data)
+	return data, nil
 }
 
-// WriteChunk stores an encoded chunk at key (replacing any earlier attempt's
-// object there) and returns the reference a manifest records for it. rows
-// and raw are the chunk's row count and uncompressed body size.
-func (c *Chain) WriteChunk(ctx context.Context, key string, data []byte, rows, raw int64) (ChunkRef, error) {
+// WriteChunk stores an encoded chunk at its place's key (replacing any
+// earlier attempt's object there), sealed for that place when the handle
+// seals, and returns the reference a manifest records for it. rows and raw
+// are the chunk's row count and uncompressed body size.
+func (c *Chain) WriteChunk(ctx context.Context, at ChunkPlace, data []byte, rows, raw int64) (ChunkRef, error) {
+	key := at.Key
+	data, err := c.sealChunk(ctx, at, data)
+	if err != nil {
+		return ChunkRef{}, err
+	}
 	sum := sha256.Sum256(data)
 	if err := c.store.Put(ctx, key, data); err != nil {
 		return ChunkRef{}, c.unreachable(err, "write", key)
@@ -138,6 +173,9 @@ func (c *Chain) ReadChunk(ctx context.Context, ref ChunkRef) (ChunkHeader, []byt
 	if got := hex.EncodeToString(sum[:]); got != ref.SHA256 {
 		return ChunkHeader{}, nil, errcode.New(errcode.ChunkCorrupt,
 			"chunk %s: stored bytes have SHA-256 %s, the manifest records %s", ref.Key, got, ref.SHA256)
+	}
+	if data, err = c.openChunk(ctx, ref, data); err != nil {
+		return ChunkHeader{}, nil, err
 	}
 	h, body, err := DecodeChunk(data)
 	if err != nil {

@@ -40,7 +40,7 @@ func writeTestChunk(t testing.TB, c *Chain, attempt, name string) ChunkRef {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ref, err := c.WriteChunk(context.Background(), DataKey(attempt, name), data, b.Rows(), int64(b.RawLen()))
+	ref, err := c.WriteChunk(context.Background(), ChunkPlace{Key: DataKey(attempt, name)}, data, b.Rows(), int64(b.RawLen()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -410,7 +410,7 @@ func TestReadChunkDecodeErrorNamesKey(t *testing.T) {
 	c := Open(s)
 	data := buildChunk(t, sampleRows())
 	data[4] = 9 // future version, stored with a matching digest
-	ref, err := c.WriteChunk(ctx, DataKey("a", "future"), data, 4, 0)
+	ref, err := c.WriteChunk(ctx, ChunkPlace{Key: DataKey("a", "future")}, data, 4, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -74,6 +74,9 @@ type ChunkRef struct {
 	// reference to part of a stored chunk: Rows are the span's records,
 	// the other fields the stored chunk's. It is never stored.
 	Span *ChunkSpan `json:"-"`
+	// seal, set on references read from a sealed manifest or layout, is
+	// how the stored chunk opens (sealed.go). It is never stored.
+	seal *chunkSeal
 }
 
 // ChunkSpan is the part of a stored change chunk a link's records take.
@@ -134,6 +137,9 @@ type Manifest struct {
 	// to (Layout.Apply); neither is part of the manifest's content.
 	recordsDigest string
 	layout        string
+	// keyID is the data key a sealed manifest was opened with; empty for
+	// a plaintext one.
+	keyID string
 }
 
 // Link is the catalog's entry for one manifest.

@@ -385,7 +385,7 @@ func (w *writer) flush(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("encode merged chunk: %w", err)
 	}
-	ref, err := w.ch.WriteChunk(ctx, chain.DataKey(w.attempt, fmt.Sprintf("merged-%06d.chunk", len(w.refs))), data, w.b.Records(), int64(w.b.RawLen()))
+	ref, err := w.ch.WriteChunk(ctx, chain.ChunkPlace{Key: chain.DataKey(w.attempt, fmt.Sprintf("merged-%06d.chunk", len(w.refs))), Ordinal: len(w.refs)}, data, w.b.Records(), int64(w.b.RawLen()))
 	if err != nil {
 		return err
 	}

@@ -50,8 +50,8 @@ var (
 		"There is no chain at the given store URL (no catalog).",
 		"Check the URL; create the chain with `sluice backup full` first.")
 	LinkNotFound = register("SLUICE-E-LINK-NOT-FOUND", ExitRefused,
-		"The chain has no link with the ID given (--through, --at-chain-id).",
-		"List the chain's links (the catalog under catalog/ in the store) and pass an ID it names.")
+		"The chain has no link with the ID given (--through, --at-chain-id, --link).",
+		"List the chain's links with `sluice backup list --target URL` and pass an ID it names (backup inspect also takes a unique prefix of at least 6 characters).")
 	ChainExists = register("SLUICE-E-CHAIN-EXISTS", ExitRefused,
 		"A full backup was asked for at a store URL that already holds a chain.",
 		"Use a new --target prefix for a new chain. An existing chain gains new segments only through its producer's rotation (`sluice backup stream run`).")

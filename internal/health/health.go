@@ -40,6 +40,9 @@ const (
 	CauseChainNotAdvancing = "chain_not_advancing"
 	// CauseStoreUnreachable: the backup store kept failing or not answering.
 	CauseStoreUnreachable = "store_unreachable"
+	// CauseKeyServiceUnreachable: the key service (AWS KMS) that unwraps
+	// the chain's data keys kept failing or not answering.
+	CauseKeyServiceUnreachable = "key_service_unreachable"
 	// CauseFailing: the run's last attempt failed for another reason.
 	CauseFailing = "failing"
 	// CauseWorkflowTaskFailing: the run's workflow task keeps failing (a
@@ -188,6 +191,8 @@ func CauseOf(code string) string {
 		return CauseTargetRefusing
 	case errcode.StoreUnreachable:
 		return CauseStoreUnreachable
+	case errcode.KeyUnavailable:
+		return CauseKeyServiceUnreachable
 	}
 	return CauseFailing
 }

@@ -179,6 +179,9 @@ func Rotate(ctx context.Context, ch *chain.Chain, o Options) (Result, error) {
 		return Result{}, err
 	}
 	defer capt.Close()
+	// The new segment (and the closing incremental before it) under data
+	// keys of their own.
+	ch.Keyring().StartNewKeys()
 	full, cleanupFull, err := o.Source.RotationFull(ctx, ch, source.FullOptions{
 		AttemptID: o.AttemptID + "-full", Parallel: o.Parallel, Now: o.Now,
 	}, cat.Source)
@@ -278,7 +281,7 @@ func (w *changeWriter) flush(ctx context.Context) error {
 	}
 	key := chain.DataKey(w.attempt, fmt.Sprintf("changes-%06d.chunk", w.seq))
 	w.keys = append(w.keys, key)
-	ref, err := w.ch.WriteChunk(ctx, key, data, w.b.Records(), int64(w.b.RawLen()))
+	ref, err := w.ch.WriteChunk(ctx, chain.ChunkPlace{Key: key, Ordinal: len(w.refs)}, data, w.b.Records(), int64(w.b.RawLen()))
 	if err != nil {
 		return err
 	}

@@ -169,7 +169,9 @@ func objectsOf(ctx context.Context, ch *chain.Chain, cat *chain.Catalog, n int) 
 			keys = append(keys, chain.LayoutKey(s.Layout))
 		}
 		for _, l := range append([]chain.Link{s.Full}, s.Incrementals...) {
-			m, err := ch.GetManifest(ctx, l.ID)
+			// The chunk list, which a sealed manifest keeps in the clear:
+			// a prune needs no key.
+			chunks, err := ch.ManifestChunks(ctx, l.ID)
 			if err != nil {
 				if errors.Is(err, blobstore.ErrNotFound) {
 					// Gone already (an earlier prune forced past a lost
@@ -181,9 +183,9 @@ func objectsOf(ctx context.Context, ch *chain.Chain, cat *chain.Catalog, n int) 
 			}
 			// A compacted segment's incrementals name chunks the layout
 			// replaced (gone already, or left for the compaction's journal).
-			for _, ref := range m.AllChunks() {
+			for _, ref := range chunks {
 				keys = append(keys, ref.Key)
-				if s.Layout == "" || m.Kind != chain.KindIncremental {
+				if s.Layout == "" || l.Kind != chain.KindIncremental {
 					bytes += ref.Size
 				}
 			}

@@ -63,7 +63,7 @@ func (b *Builder) full(parent string) *chain.Manifest {
 	if err != nil {
 		b.t.Fatal(err)
 	}
-	ref, err := b.Ch.WriteChunk(ctx, chain.DataKey(b.attempt(), "rows-0000.chunk"), data, rb.Rows(), int64(rb.RawLen()))
+	ref, err := b.Ch.WriteChunk(ctx, chain.ChunkPlace{Key: chain.DataKey(b.attempt(), "rows-0000.chunk"), Table: tb.QualifiedName()}, data, rb.Rows(), int64(rb.RawLen()))
 	if err != nil {
 		b.t.Fatal(err)
 	}
@@ -124,7 +124,7 @@ func (b *Builder) Incremental(records []chain.Change) *chain.Manifest {
 		if err != nil {
 			b.t.Fatal(err)
 		}
-		ref, err := b.Ch.WriteChunk(ctx, chain.DataKey(a, fmt.Sprintf("changes-%06d.chunk", len(refs))), data, cb.Records(), int64(cb.RawLen()))
+		ref, err := b.Ch.WriteChunk(ctx, chain.ChunkPlace{Key: chain.DataKey(a, fmt.Sprintf("changes-%06d.chunk", len(refs))), Ordinal: len(refs)}, data, cb.Records(), int64(cb.RawLen()))
 		if err != nil {
 			b.t.Fatal(err)
 		}

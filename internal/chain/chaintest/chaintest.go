@@ -72,7 +72,7 @@ func AddIncremental(t testing.TB, ch *chain.Chain, records []chain.Change, perCh
 		if err != nil {
 			t.Fatal(err)
 		}
-		ref, err := ch.WriteChunk(ctx, chain.DataKey(attempt, fmt.Sprintf("changes-%06d.chunk", len(refs))), data, b.Records(), int64(b.RawLen()))
+		ref, err := ch.WriteChunk(ctx, chain.ChunkPlace{Key: chain.DataKey(attempt, fmt.Sprintf("changes-%06d.chunk", len(refs))), Ordinal: len(refs)}, data, b.Records(), int64(b.RawLen()))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -131,7 +131,7 @@ func WriteFull(t testing.TB, ch *chain.Chain, tb *chain.Table, perChunk int, dat
 		if err != nil {
 			t.Fatal(err)
 		}
-		ref, err := ch.WriteChunk(ctx, chain.DataKey("full", fmt.Sprintf("%s-%04d.slck", td.Table, len(td.Chunks))), enc, b.Rows(), int64(b.RawLen()))
+		ref, err := ch.WriteChunk(ctx, chain.ChunkPlace{Key: chain.DataKey("full", fmt.Sprintf("%s-%04d.slck", td.Table, len(td.Chunks))), Table: td.Table, Ordinal: len(td.Chunks)}, enc, b.Rows(), int64(b.RawLen()))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -459,7 +459,7 @@ func (cp *copier) store(ctx context.Context, table string, p pending) (chain.Chu
 	cp.mu.Lock()
 	cp.written = append(cp.written, key)
 	cp.mu.Unlock()
-	ref, err := cp.ch.WriteChunk(ctx, key, data, p.b.Rows(), int64(p.b.RawLen()))
+	ref, err := cp.ch.WriteChunk(ctx, chain.ChunkPlace{Key: key, Table: table, Ordinal: p.seq}, data, p.b.Rows(), int64(p.b.RawLen()))
 	if err != nil {
 		return chain.ChunkRef{}, err
 	}

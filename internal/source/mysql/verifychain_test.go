@@ -32,7 +32,7 @@ func (f *fixture) appendIncremental(recs []*chain.Change, end string, n int) str
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	ref, err := f.ch.WriteChunk(ctx, chain.DataKey(fmt.Sprintf("inc-%d", n), "changes-000000.chunk"), data, b.Records(), int64(b.RawLen()))
+	ref, err := f.ch.WriteChunk(ctx, chain.ChunkPlace{Key: chain.DataKey(fmt.Sprintf("inc-%d", n), "changes-000000.chunk")}, data, b.Records(), int64(b.RawLen()))
 	if err != nil {
 		f.t.Fatal(err)
 	}

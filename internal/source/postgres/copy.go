@@ -203,7 +203,7 @@ func (s *chunkSink) encode(seq int, body []byte) error {
 	s.b.writtenMu.Lock()
 	s.b.written = append(s.b.written, key)
 	s.b.writtenMu.Unlock()
-	ref, err := s.b.ch.WriteChunk(s.ctx, key, data, rb.Rows(), int64(len(body)))
+	ref, err := s.b.ch.WriteChunk(s.ctx, chain.ChunkPlace{Key: key, Table: s.table, Ordinal: seq}, data, rb.Rows(), int64(len(body)))
 	if err != nil {
 		return err
 	}
