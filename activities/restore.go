@@ -9,6 +9,7 @@ import (
 	"github.com/sluicehq/sluice/internal/chain"
 	"github.com/sluicehq/sluice/internal/credentials"
 	"github.com/sluicehq/sluice/internal/errcode"
+	"github.com/sluicehq/sluice/internal/pitr"
 	"github.com/sluicehq/sluice/internal/source"
 	"github.com/sluicehq/sluice/internal/target"
 )
@@ -18,6 +19,13 @@ type PlanRestoreParams struct {
 	Store StoreRef `json:"store"`
 	// Through names the last link to restore; the chain's tip when empty.
 	Through string `json:"through,omitempty"`
+	// Until, an RFC 3339 time, restores every transaction that committed at
+	// or before it and nothing after (restore --until).
+	Until string `json:"until,omitempty"`
+	// UntilPosition, a position of the chain's source engine (an LSN, a
+	// GTID set, a binlog file:offset), restores every transaction at or
+	// before it and nothing after (restore --until-position).
+	UntilPosition string `json:"until_position,omitempty"`
 }
 
 // RestorePlan names the full to restore, its tables, and the incrementals
@@ -34,6 +42,20 @@ type RestorePlan struct {
 	// NotCarried names what the chain's source engine does not carry
 	// (views, functions, …), for the operator to recreate by hand.
 	NotCarried string `json:"not_carried,omitempty"`
+	// Point is the point a restore --until stops at, as given; with
+	// LastRecords and LastDigest when it stops inside the last incremental
+	// (apply only its first LastRecords records, if its records digest is
+	// still LastDigest).
+	Point       string `json:"point,omitempty"`
+	LastRecords int64  `json:"last_records,omitempty"`
+	LastDigest  string `json:"last_digest,omitempty"`
+	// LastChanges counts the row changes among those LastRecords.
+	LastChanges int64 `json:"last_changes,omitempty"`
+	// LastTransaction is the last transaction a restore to a point applies
+	// (nil when it applies none after the full); NextTransaction the first
+	// it leaves out (nil when the point is at the chain's newest one).
+	LastTransaction *pitr.Transaction `json:"last_transaction,omitempty"`
+	NextTransaction *pitr.Transaction `json:"next_transaction,omitempty"`
 }
 
 // RestoreTable is one table of a restore plan.
@@ -61,6 +83,14 @@ func (a *Activities) PlanRestore(ctx context.Context, p PlanRestoreParams) (Rest
 		return RestorePlan{}, a.temporalError(err)
 	}
 	through := p.Through
+	var cut *pitr.Cut
+	if p.Until != "" || p.UntilPosition != "" {
+		c, last, err := a.findPoint(ctx, ch, cat, p)
+		if err != nil {
+			return RestorePlan{}, a.temporalError(err)
+		}
+		cut, through = &c, last
+	}
 	if through == "" {
 		through = cat.Tip().ID
 	}
@@ -89,6 +119,11 @@ func (a *Activities) PlanRestore(ctx context.Context, p PlanRestoreParams) (Rest
 		plan.Incrementals = append(plan.Incrementals, l.ID)
 		plan.Changes += l.Changes
 	}
+	if cut != nil {
+		if err := a.planPoint(ctx, ch, cat, p, *cut, &plan); err != nil {
+			return RestorePlan{}, a.temporalError(err)
+		}
+	}
 	for _, t := range m.Tables {
 		plan.Tables = append(plan.Tables, RestoreTable{Name: t.Table, Rows: t.Rows, Chunks: len(t.Chunks)})
 	}
@@ -97,6 +132,83 @@ func (a *Activities) PlanRestore(ctx context.Context, p PlanRestoreParams) (Rest
 		return tableBytes(m, plan.Tables[i].Name) > tableBytes(m, plan.Tables[j].Name)
 	})
 	return plan, nil
+}
+
+// findPoint parses the restore's point and finds it in the chain. It
+// returns the cut and the last link of the cut's own segment: a cut may end
+// on empty incrementals of later segments, which hold nothing to apply and
+// are left out so the restore stays on one segment's path.
+func (a *Activities) findPoint(ctx context.Context, ch *chain.Chain, cat *chain.Catalog, p PlanRestoreParams) (pitr.Cut, string, error) {
+	var point pitr.Point
+	var err error
+	if p.Until != "" {
+		point, err = pitr.ParseTime(p.Until)
+	} else {
+		point, err = pitr.ParsePosition(cat.Source.Engine, p.UntilPosition)
+	}
+	if err != nil {
+		return pitr.Cut{}, "", err
+	}
+	cut, err := pitr.Find(ctx, ch, cat, point)
+	if err != nil {
+		return pitr.Cut{}, "", err
+	}
+	last := cut.Full.ID
+	var kept []chain.Link
+	for i, l := range cut.Incrementals {
+		path, err := cat.Path(l.ID)
+		if err != nil {
+			return pitr.Cut{}, "", errcode.Wrap(errcode.ChainInvalid, err, "path to %s", l.ID)
+		}
+		if path[0].ID != cut.Full.ID {
+			if l.Transactions > 0 || (i == len(cut.Incrementals)-1 && cut.Records >= 0) {
+				return pitr.Cut{}, "", errcode.New(errcode.ChainInvalid, "the cut at %s goes on from full %s into incremental %s of another segment, which holds transactions", point, cut.Full.ID, l.ID)
+			}
+			continue
+		}
+		kept = append(kept, l)
+		last = l.ID
+	}
+	cut.Incrementals = kept
+	return cut, last, nil
+}
+
+// planPoint fills in what a restore to a point adds to its plan: the point,
+// the records of the last incremental to apply with its digest, and the
+// transactions on either side of the cut.
+func (a *Activities) planPoint(ctx context.Context, ch *chain.Chain, cat *chain.Catalog, p PlanRestoreParams, cut pitr.Cut, plan *RestorePlan) error {
+	plan.Point = p.Until
+	if plan.Point == "" {
+		plan.Point = p.UntilPosition
+	}
+	plan.LastTransaction, plan.NextTransaction = cut.Last, cut.Next
+	if len(cut.Incrementals) != len(plan.Incrementals) {
+		return errcode.New(errcode.ChainInvalid, "the cut at %s names %d incrementals after full %s, its path %d", plan.Point, len(cut.Incrementals), plan.FullID, len(plan.Incrementals))
+	}
+	if cut.Records < 0 || len(cut.Incrementals) == 0 {
+		return nil
+	}
+	last := cut.Incrementals[len(cut.Incrementals)-1]
+	m, err := ch.LinkManifest(ctx, cat, last.ID)
+	if err != nil {
+		return err
+	}
+	plan.LastRecords, plan.LastDigest = cut.Records, m.RecordsDigest()
+	// Only the records applied count as changes.
+	plan.Changes -= last.Changes
+	var changes int64
+	err = ch.WalkIncremental(ctx, m, chain.FirstRecords(cut.Records, func(c *chain.Change) error {
+		if c.Op != chain.OpBegin && c.Op != chain.OpCommit {
+			changes++
+		}
+		return nil
+	}), nil)
+	if err != nil {
+		return err
+	}
+	plan.Changes += changes
+	plan.LastChanges = changes
+	return nil
 }
 
 // refuseSevered runs the severed-transaction check over the whole chain and
@@ -223,6 +335,13 @@ func (a *Activities) FinishTarget(ctx context.Context, p TargetParams) error {
 type ApplyIncrementalParams struct {
 	TargetParams
 	Incremental string `json:"incremental"`
+	// Records, when positive, applies only the incremental's first Records
+	// records: the restore to a point stops inside it. 0 applies them all.
+	Records int64 `json:"records,omitempty"`
+	// RecordsDigest is the incremental's records digest when the restore
+	// was planned; with Records it makes sure the count still marks the
+	// same transactions (a compaction may have rewritten the incremental).
+	RecordsDigest string `json:"recordsDigest,omitempty"`
 }
 
 // ApplyProgress is the heartbeat of ApplyIncremental.
@@ -245,6 +364,11 @@ func (a *Activities) ApplyIncremental(ctx context.Context, p ApplyIncrementalPar
 	if err != nil {
 		return 0, a.temporalError(err)
 	}
+	if p.Records > 0 && m.RecordsDigest() != p.RecordsDigest {
+		return 0, a.temporalError(errcode.New(errcode.RestoreLinkRewritten,
+			"incremental %s of chain %s changed since the restore was planned: its records digest is %s, the plan counted %d records of %s",
+			m.ID, p.ChainID, m.RecordsDigest(), p.Records, p.RecordsDigest))
+	}
 	t, err := openTarget(ctx, p.Target)
 	if err != nil {
 		return 0, a.temporalError(err)
@@ -252,7 +376,7 @@ func (a *Activities) ApplyIncremental(ctx context.Context, p ApplyIncrementalPar
 	defer t.Close(context.Background())
 	var done atomic.Int64
 	hb.report(func() any { return ApplyProgress{Incremental: m.ID, Changes: done.Load()} })
-	applied, err := t.RestoreIncremental(ctx, ch, p.ChainID, m, schema, func(n int64) { done.Store(n) })
+	applied, err := t.RestoreIncremental(ctx, ch, p.ChainID, m, schema, p.Records, func(n int64) { done.Store(n) })
 	if err != nil || !applied {
 		return 0, a.temporalError(err)
 	}

@@ -3,8 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
-
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	"go.temporal.io/sdk/client"
@@ -14,6 +14,7 @@ import (
 	"github.com/sluicehq/sluice/internal/credentials"
 	_ "github.com/sluicehq/sluice/internal/engines" // registers the target engines
 	"github.com/sluicehq/sluice/internal/errcode"
+	"github.com/sluicehq/sluice/internal/pitr"
 	"github.com/sluicehq/sluice/internal/target"
 	"github.com/sluicehq/sluice/workflows"
 )
@@ -68,7 +69,7 @@ func (t *targetFlags) maxLanes() int {
 func (c *cli) restoreCmd() *cobra.Command {
 	var tgt targetFlags
 	var store storeFlags
-	var backupTarget, through string
+	var backupTarget, through, until, untilPosition string
 	var parallel int
 	var replace bool
 	cmd := &cobra.Command{
@@ -87,11 +88,15 @@ func (c *cli) restoreCmd() *cobra.Command {
 			if parallel < 1 || parallel > 64 {
 				return usageError("--parallel %d: give 1 to 64", parallel)
 			}
+			if err := checkPointFlags(through, until, untilPosition); err != nil {
+				return err
+			}
 			var res workflows.RestoreResult
 			return c.start(cmd.Context(), launch{
 				id:       "restore/" + name,
 				workflow: workflows.RestoreWorkflow,
-				input:    workflows.RestoreInput{Store: st, Target: ref, Parallel: parallel, Replace: replace, Through: through},
+				input: workflows.RestoreInput{Store: st, Target: ref, Parallel: parallel, Replace: replace, Through: through,
+					Until: until, UntilPosition: untilPosition},
 				attrs: temporal.NewSearchAttributes(
 					workflows.SearchAttrChain.ValueSet(st.URL),
 					workflows.SearchAttrRole.ValueSet("restore")),
@@ -102,6 +107,9 @@ func (c *cli) restoreCmd() *cobra.Command {
 					if res.Incrementals > 0 {
 						fmt.Fprintf(c.stdout, "applied %d incrementals (%d changes) through %s\n", res.Incrementals, res.Changes, res.Through)
 					}
+					if res.Point != "" {
+						fmt.Fprint(c.stdout, describePoint(res))
+					}
 					if res.NotCarried != "" {
 						fmt.Fprintf(c.stdout, "not carried by the chain, so not restored: %s\n", res.NotCarried)
 					}
@@ -110,13 +118,55 @@ func (c *cli) restoreCmd() *cobra.Command {
 		},
 	}
 	store.bind(cmd)
+	store.bindKeys(cmd, keysOpen|keysVerify, readByWorker)
 	tgt.bind(cmd)
 	cmd.Flags().StringVar(&backupTarget, "backup-target", "", "backup store URL of the chain: "+blobstore.Forms())
 	cmd.Flags().IntVar(&parallel, "parallel", 2, "tables loaded at once")
 	cmd.Flags().StringVar(&through, "through", "", "restore up to and including this link ID (default: the chain's tip)")
+	cmd.Flags().StringVar(&until, "until", "", "restore every transaction that committed at or before this RFC 3339 time (inclusive; e.g. 2026-12-05T14:03:00Z) and none after")
+	cmd.Flags().StringVar(&untilPosition, "until-position", "", "restore every transaction at or before this source position (inclusive): a PostgreSQL commit LSN such as 0/16B3748, or for the MySQL family a GTID set or binlog file:offset, as backup inspect prints them")
 	cmd.Flags().BoolVar(&replace, "replace-existing", false, "drop and recreate target tables that already hold rows instead of refusing")
 	cmd.Flags().BoolVar(&c.detach, "detach", false, "return once the workflow has started")
 	return cmd
+}
+
+// checkPointFlags refuses more than one of --through, --until and
+// --until-position, and an --until that is no RFC 3339 time, before
+// anything starts.
+func checkPointFlags(through, until, untilPosition string) error {
+	var given []string
+	for _, f := range []struct{ name, value string }{{"--through", through}, {"--until", until}, {"--until-position", untilPosition}} {
+		if f.value != "" {
+			given = append(given, f.name)
+		}
+	}
+	if len(given) > 1 {
+		return usageError("%s name where the restore stops in different ways; give only one", strings.Join(given, " and "))
+	}
+	if until != "" {
+		if _, err := pitr.ParseTime(until); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// describePoint says where a restore to a point stopped: the last
+// transaction it applied and the first it left out.
+func describePoint(res workflows.RestoreResult) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "restored to %s\n", res.Point)
+	if res.Last != nil {
+		fmt.Fprintf(&b, "last transaction applied: committed %s at %s (incremental %s)\n", res.Last.CommitTime.Format(time.RFC3339Nano), res.Last.Position, res.Last.Link)
+	} else {
+		fmt.Fprintf(&b, "last transaction applied: none after full %s\n", res.FullID)
+	}
+	if res.Next != nil {
+		fmt.Fprintf(&b, "first transaction left out: committed %s at %s (incremental %s)\n", res.Next.CommitTime.Format(time.RFC3339Nano), res.Next.Position, res.Next.Link)
+	} else {
+		b.WriteString("first transaction left out: none, the point is at or after the chain's newest transaction\n")
+	}
+	return b.String()
 }
 
 func restoreProgress(ctx context.Context, cl client.Client, id, runID string) string {

@@ -5,6 +5,7 @@ import (
 
 	"github.com/sluicehq/sluice/activities"
 	"github.com/sluicehq/sluice/internal/credentials"
+	"github.com/sluicehq/sluice/internal/pitr"
 )
 
 // RestoreInput starts a RestoreWorkflow.
@@ -16,6 +17,11 @@ type RestoreInput struct {
 	Replace bool `json:"replace,omitempty"`
 	// Through names the last link to restore; the chain's tip when empty.
 	Through string `json:"through,omitempty"`
+	// Until and UntilPosition restore to a point: every transaction that
+	// committed at or before an RFC 3339 time, or at or before a source
+	// position, and nothing after. At most one is set, never with Through.
+	Until         string `json:"until,omitempty"`
+	UntilPosition string `json:"until_position,omitempty"`
 }
 
 // RestoreResult reports a finished restore.
@@ -30,6 +36,12 @@ type RestoreResult struct {
 	// NotCarried names what the chain does not carry and the restore did
 	// not create (views, functions, triggers, …).
 	NotCarried string `json:"not_carried,omitempty"`
+	// Point is where a restore to a point stopped, as given; Last the last
+	// transaction it applied (nil: none after the full) and Next the first
+	// it left out (nil: none, the point is at the chain's newest).
+	Point string            `json:"point,omitempty"`
+	Last  *pitr.Transaction `json:"last,omitempty"`
+	Next  *pitr.Transaction `json:"next,omitempty"`
 }
 
 // RestoreStatus is what the status query of a restore returns.
@@ -56,7 +68,7 @@ func RestoreWorkflow(ctx workflow.Context, in RestoreInput) (RestoreResult, erro
 	}
 	var plan activities.RestorePlan
 	if err := workflow.ExecuteActivity(shortActivity(ctx, "load and verify the chain"), a.PlanRestore,
-		activities.PlanRestoreParams{Store: in.Store, Through: in.Through}).Get(ctx, &plan); err != nil {
+		activities.PlanRestoreParams{Store: in.Store, Through: in.Through, Until: in.Until, UntilPosition: in.UntilPosition}).Get(ctx, &plan); err != nil {
 		return RestoreResult{}, err
 	}
 	st.FullID, st.TablesTotal, st.RowsTotal, st.IncrementalsTotal = plan.FullID, len(plan.Tables), plan.Rows, len(plan.Incrementals)
@@ -77,19 +89,28 @@ func RestoreWorkflow(ctx workflow.Context, in RestoreInput) (RestoreResult, erro
 		return RestoreResult{}, err
 	}
 	// Incrementals apply in chain order, each in one target transaction.
-	for _, id := range plan.Incrementals {
+	// A restore to a point applies only the first records of the last one.
+	for i, id := range plan.Incrementals {
 		st.Phase = "applying incrementals"
 		var changes int64
+		params := activities.ApplyIncrementalParams{TargetParams: target, Incremental: id}
+		if i == len(plan.Incrementals)-1 && plan.LastRecords > 0 {
+			params.Records, params.RecordsDigest = plan.LastRecords, plan.LastDigest
+		}
 		if err := workflow.ExecuteActivity(longActivity(ctx, "apply incremental "+id, 5), a.ApplyIncremental,
-			activities.ApplyIncrementalParams{TargetParams: target, Incremental: id}).Get(ctx, &changes); err != nil {
+			params).Get(ctx, &changes); err != nil {
 			return RestoreResult{}, err
+		}
+		if params.Records > 0 && changes > 0 {
+			changes = plan.LastChanges // ApplyIncremental counts the whole incremental's
 		}
 		st.IncrementalsDone++
 		st.ChangesDone += changes
 	}
 	st.Phase = "done"
 	return RestoreResult{ChainID: plan.ChainID, FullID: plan.FullID, Tables: len(plan.Tables), Rows: st.RowsDone,
-		Incrementals: len(plan.Incrementals), Changes: st.ChangesDone, Through: plan.Through, NotCarried: plan.NotCarried}, nil
+		Incrementals: len(plan.Incrementals), Changes: st.ChangesDone, Through: plan.Through, NotCarried: plan.NotCarried,
+		Point: plan.Point, Last: plan.LastTransaction, Next: plan.NextTransaction}, nil
 }
 
 // loadTables runs one LoadTable activity per table, at most parallel at once.

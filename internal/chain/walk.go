@@ -29,6 +29,25 @@ func (o Op) String() string {
 	return "change " + strconv.Quote(string(rune(o)))
 }
 
+// FirstRecords limits visit to the first n records of a walk: the later
+// ones are still read (so the walk checks them) but not visited. With n of
+// 0 or less visit sees every record. A restore to a point applies the
+// records of its last incremental before the first transaction it leaves
+// out this way.
+func FirstRecords(n int64, visit func(*Change) error) func(*Change) error {
+	if n <= 0 {
+		return visit
+	}
+	var seen int64
+	return func(c *Change) error {
+		seen++
+		if seen > n {
+			return nil
+		}
+		return visit(c)
+	}
+}
+
 // WalkIncremental reads every change record of incremental m in order,
 // checking as it goes that records come in source transactions (row,
 // truncate and schema changes only between a begin and its commit and,

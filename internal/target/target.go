@@ -34,7 +34,10 @@ type Target interface {
 	// RestoreIncremental applies incremental m of chain chainID in one
 	// transaction unless the target records it as applied already; it
 	// reports whether it applied it. schema is the schema in force before m.
-	RestoreIncremental(ctx context.Context, ch *chain.Chain, chainID string, m *chain.Manifest, schema *chain.Schema, progress func(changes int64)) (bool, error)
+	// records, when positive, applies only m's first records (a restore to
+	// a point stops on a transaction boundary inside m); every record is
+	// still read and checked.
+	RestoreIncremental(ctx context.Context, ch *chain.Chain, chainID string, m *chain.Manifest, schema *chain.Schema, records int64, progress func(changes int64)) (bool, error)
 
 	// JudgeIncremental decides, before any of m is applied, whether its
 	// replay can be exactly-once on this target (keys, keyless tables,

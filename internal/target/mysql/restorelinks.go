@@ -31,8 +31,8 @@ func restoreLinksSQL(f flavor) string {
 // target records it as applied, and reports whether it applied it. schema
 // is the schema in force before m. It checks the transaction framing and
 // that m's chunks hold the changes and transactions m records before the
-// last commit.
-func (t *Target) RestoreIncremental(ctx context.Context, ch *chain.Chain, chainID string, m *chain.Manifest, schema *chain.Schema, progress func(changes int64)) (bool, error) {
+// last commit. records, when positive, applies only m's first records.
+func (t *Target) RestoreIncremental(ctx context.Context, ch *chain.Chain, chainID string, m *chain.Manifest, schema *chain.Schema, records int64, progress func(changes int64)) (bool, error) {
 	if m == nil || m.Kind != chain.KindIncremental {
 		return false, errcode.New(errcode.ManifestInvalid, "restore incremental: link is not an incremental")
 	}
@@ -66,6 +66,9 @@ func (t *Target) RestoreIncremental(ctx context.Context, ch *chain.Chain, chainI
 		if i < through {
 			r.app.track(c)
 			return nil
+		}
+		if records > 0 && i >= records {
+			return nil // after the point: read and checked, not applied
 		}
 		if c.Op != chain.OpSchema && c.Op != chain.OpTruncate {
 			if err := r.app.apply(ctx, conn, c); err != nil {

@@ -23,8 +23,9 @@ const restoreLinksSQL = `CREATE TABLE IF NOT EXISTS ` + restoreLinksTable + ` (
 // IMMEDIATE transaction unless the target records it as applied, and
 // reports whether it applied it. schema is the schema in force before m.
 // It checks the transaction framing and that m's chunks hold the changes
-// and transactions m records before it commits.
-func (t *Target) RestoreIncremental(ctx context.Context, ch *chain.Chain, chainID string, m *chain.Manifest, schema *chain.Schema, progress func(changes int64)) (bool, error) {
+// and transactions m records before it commits. records, when positive,
+// applies only m's first records.
+func (t *Target) RestoreIncremental(ctx context.Context, ch *chain.Chain, chainID string, m *chain.Manifest, schema *chain.Schema, records int64, progress func(changes int64)) (bool, error) {
 	if m == nil || m.Kind != chain.KindIncremental {
 		return false, errcode.New(errcode.ManifestInvalid, "restore incremental: link is not an incremental")
 	}
@@ -41,7 +42,7 @@ func (t *Target) RestoreIncremental(ctx context.Context, ch *chain.Chain, chainI
 		if !errors.Is(err, sql.ErrNoRows) {
 			return classify(err, "read "+restoreLinksTable)
 		}
-		if err := applyIncremental(ctx, conn, ch, m, schema, progress); err != nil {
+		if err := applyIncremental(ctx, conn, ch, m, schema, records, progress); err != nil {
 			return err
 		}
 		if _, err := conn.ExecContext(ctx, `INSERT INTO `+restoreLinksTable+` (chain_id, link_id, applied_at) VALUES (?, ?, `+nowSQL+`)`, chainID, m.ID); err != nil {
@@ -69,21 +70,22 @@ func (t *Target) ClearRestoreLinks(ctx context.Context, chainID string) error {
 	return nil
 }
 
-// applyIncremental applies and checks every change of m on conn, inside
-// its open transaction.
-func applyIncremental(ctx context.Context, conn *sql.Conn, ch *chain.Chain, m *chain.Manifest, schema *chain.Schema, progress func(changes int64)) error {
+// applyIncremental applies (only the first records when records is
+// positive) and checks every change of m on conn, inside its open
+// transaction.
+func applyIncremental(ctx context.Context, conn *sql.Conn, ch *chain.Chain, m *chain.Manifest, schema *chain.Schema, records int64, progress func(changes int64)) error {
 	a := newApplier(schema, nil)
 	defer a.close()
 	var err error
 	if a.holdBack, err = foreignKeysOff(ctx, conn); err != nil {
 		return err
 	}
-	err = ch.WalkIncremental(ctx, m, func(c *chain.Change) error {
+	err = ch.WalkIncremental(ctx, m, chain.FirstRecords(records, func(c *chain.Change) error {
 		if err := a.apply(ctx, conn, c); err != nil {
 			return fmt.Errorf("incremental %s: %w", m.ID, err)
 		}
 		return nil
-	}, func(changes int64) error {
+	}), func(changes int64) error {
 		if progress != nil {
 			progress(changes)
 		}
