@@ -32,6 +32,10 @@ type BrokerStartParams struct {
 	BrokerParams
 	Reset     bool   `json:"reset,omitempty"`
 	AtChainID string `json:"at_chain_id,omitempty"`
+	// Point is the run's --until, checked before anything is written: a
+	// position already past it is refused, and a cold start restores no
+	// further than it.
+	Point BrokerPoint `json:"point,omitzero"`
 }
 
 // Start modes.
@@ -131,6 +135,10 @@ func (a *Activities) prepareBroker(ctx context.Context, p BrokerStartParams) (Br
 		if err := tgt.JudgeColdStart(ctx, schema); err != nil {
 			return BrokerStart{}, err
 		}
+		tail, err := coldStartTail(ctx, ch, cat, p.Point)
+		if err != nil {
+			return BrokerStart{}, err
+		}
 		if err := ensure(); err != nil {
 			return BrokerStart{}, err
 		}
@@ -138,8 +146,8 @@ func (a *Activities) prepareBroker(ctx context.Context, p BrokerStartParams) (Br
 			return BrokerStart{}, fmt.Errorf("reset stream %s: %w", p.Stream, err)
 		}
 		// The restore that follows needs the tail's segment until it ends.
-		a.reportPosition(ctx, ch, p.Stream, cat.ChainID, cat.Tip().ID)
-		return BrokerStart{Mode: ModeReset, ChainID: cat.ChainID, Tail: cat.Tip().ID}, nil
+		a.reportPosition(ctx, ch, p.Stream, cat.ChainID, tail)
+		return BrokerStart{Mode: ModeReset, ChainID: cat.ChainID, Tail: tail}, nil
 	}
 	if found && decodeErr != nil {
 		return BrokerStart{}, errcode.Wrap(errcode.BrokerPositionCorrupt, decodeErr, "stream %q in sluice_cdc_state", p.Stream)
@@ -166,8 +174,14 @@ func (a *Activities) prepareBroker(ctx context.Context, p BrokerStartParams) (Br
 				}
 				return BrokerStart{}, errcode.New(errcode.BrokerAtChainIDConflict, "--at-chain-id %s, but the stored position records %s as last fully applied%s", p.AtChainID, tok.LastApplied, inside)
 			}
+			if err := checkBrokerPoint(ctx, ch, cat, p.Stream, p.Point, tok); err != nil {
+				return BrokerStart{}, err
+			}
 			a.reportPosition(ctx, ch, p.Stream, cat.ChainID, tok.LastApplied)
 			return startOf(ModeWarm, tok), nil
+		}
+		if err := checkBrokerPoint(ctx, ch, cat, p.Stream, p.Point, apply.Token{LastApplied: p.AtChainID}); err != nil {
+			return BrokerStart{}, err
 		}
 		if err := ensure(); err != nil {
 			return BrokerStart{}, err
@@ -186,6 +200,9 @@ func (a *Activities) prepareBroker(ctx context.Context, p BrokerStartParams) (Br
 	}
 	if _, ok := positionIn(cat, tok.LastApplied); !ok {
 		return BrokerStart{}, positionPruned(p.Stream, tok.LastApplied, p.Store.URL)
+	}
+	if err := checkBrokerPoint(ctx, ch, cat, p.Stream, p.Point, tok); err != nil {
+		return BrokerStart{}, err
 	}
 	a.reportPosition(ctx, ch, p.Stream, cat.ChainID, tok.LastApplied)
 	return startOf(ModeWarm, tok), nil
@@ -243,6 +260,10 @@ type WaitParams struct {
 	MaxWait time.Duration `json:"max_wait"`
 	// StopAfter: a stop marker written after it ends the wait.
 	StopAfter time.Time `json:"stop_after"`
+	// HeldUntil, when set, holds pending links back until this time (a
+	// broker's --apply-delay): the wait returns them only then, and they
+	// count as not yet due, so the run reads idle, not stalled.
+	HeldUntil time.Time `json:"held_until,omitzero"`
 }
 
 // PendingLink is an incremental to apply and the link the position must
@@ -260,6 +281,8 @@ type WaitResult struct {
 	Stop    bool          `json:"stop,omitempty"`
 	// TipCreatedAt is when the chain's newest link was written.
 	TipCreatedAt time.Time `json:"tip_created_at"`
+	// Held counts the links pending but held back by WaitParams.HeldUntil.
+	Held int `json:"held,omitempty"`
 }
 
 // WaitForLinks polls the catalog every PollInterval until incrementals
@@ -336,6 +359,9 @@ func (a *Activities) waitForLinks(ctx context.Context, p WaitParams) (WaitResult
 				return res, nil
 			}
 		}
+		if len(res.Pending) > 0 && time.Now().Before(p.HeldUntil) {
+			res.Held, res.Pending = len(res.Pending), nil
+		}
 		behind := 0.0
 		if len(res.Pending) > 0 {
 			// Pending work keeps an apply's failure standing: only applying
@@ -352,10 +378,17 @@ func (a *Activities) waitForLinks(ctx context.Context, p WaitParams) (WaitResult
 		if p.MaxWait > 0 && time.Now().After(deadline) {
 			return res, nil
 		}
+		sleep := p.PollInterval
+		if res.Held > 0 {
+			// Held links come due at a known time: wake then, not a poll later.
+			if due := time.Until(p.HeldUntil); due < sleep {
+				sleep = max(due, time.Millisecond)
+			}
+		}
 		select {
 		case <-ctx.Done():
 			return WaitResult{}, ctx.Err()
-		case <-time.After(p.PollInterval):
+		case <-time.After(sleep):
 		}
 	}
 }
@@ -421,6 +454,11 @@ type BrokerApplyParams struct {
 	// Arbiters are the keys the judgment found on the live target, by
 	// table (JudgeResult.Arbiters): the inserts' ON CONFLICT arbiters.
 	Arbiters map[string][]string `json:"arbiters,omitempty"`
+	// StopAt, when positive, applies only the incremental's first StopAt
+	// records, counted in the records whose chunk digest is StopDigest
+	// (a BrokerCut), and leaves the position there.
+	StopAt     int64  `json:"stop_at,omitempty"`
+	StopDigest string `json:"stop_digest,omitempty"`
 }
 
 // BrokerApplyResult reports an applied incremental.
@@ -428,6 +466,11 @@ type BrokerApplyResult struct {
 	Applied int64 `json:"applied"`
 	Skipped int64 `json:"skipped"`
 	Resumed bool  `json:"resumed,omitempty"`
+	// Stopped: the apply stopped at StopAt, inside the incremental.
+	Stopped bool `json:"stopped,omitempty"`
+	// Replan: nothing was applied, the incremental changed since the cut
+	// was planned (a compaction); plan it again.
+	Replan bool `json:"replan,omitempty"`
 }
 
 // ApplyBrokerIncremental takes the stream's lease (fencing any older run)
@@ -470,6 +513,7 @@ func (a *Activities) ApplyBrokerIncremental(ctx context.Context, p BrokerApplyPa
 	r, err := apply.ApplyIncremental(ctx, ch, m, schema, tgt, apply.Options{
 		Stream: p.Stream, Owner: owner, Lanes: p.Concurrency, ExpectedLast: p.Link.ExpectedLast, Arbiters: p.Arbiters,
 		Verified: &apply.Verified{Generation: cat.Generation, Commit: cat.StoredHash()},
+		StopAt:   p.StopAt, StopDigest: p.StopDigest,
 		Progress: func(n int64) {
 			applied.Store(n)
 			a.Health.Delivered(k)
@@ -486,8 +530,10 @@ func (a *Activities) ApplyBrokerIncremental(ctx context.Context, p BrokerApplyPa
 	}
 	a.Health.Delivered(k)
 	a.Health.Counted(k, r.Applied)
-	a.Health.AppliedLink(k)
-	return BrokerApplyResult{Applied: r.Applied, Skipped: r.Skipped, Resumed: r.Resumed}, nil
+	if !r.Stopped && !r.Replan {
+		a.Health.AppliedLink(k)
+	}
+	return BrokerApplyResult{Applied: r.Applied, Skipped: r.Skipped, Resumed: r.Resumed, Stopped: r.Stopped, Replan: r.Replan}, nil
 }
 
 // JudgeResult is what the judgment of an incremental found.

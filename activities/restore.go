@@ -139,13 +139,7 @@ func (a *Activities) PlanRestore(ctx context.Context, p PlanRestoreParams) (Rest
 // on empty incrementals of later segments, which hold nothing to apply and
 // are left out so the restore stays on one segment's path.
 func (a *Activities) findPoint(ctx context.Context, ch *chain.Chain, cat *chain.Catalog, p PlanRestoreParams) (pitr.Cut, string, error) {
-	var point pitr.Point
-	var err error
-	if p.Until != "" {
-		point, err = pitr.ParseTime(p.Until)
-	} else {
-		point, err = pitr.ParsePosition(cat.Source.Engine, p.UntilPosition)
-	}
+	point, _, err := parsePoint(cat.Source.Engine, p.Until, p.UntilPosition)
 	if err != nil {
 		return pitr.Cut{}, "", err
 	}

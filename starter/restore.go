@@ -141,7 +141,7 @@ func checkPointFlags(through, until, untilPosition string) error {
 		}
 	}
 	if len(given) > 1 {
-		return usageError("%s name where the restore stops in different ways; give only one", strings.Join(given, " and "))
+		return usageError("%s name where to stop in different ways; give only one", strings.Join(given, " and "))
 	}
 	if until != "" {
 		if _, err := pitr.ParseTime(until); err != nil {

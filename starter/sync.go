@@ -45,9 +45,9 @@ func validStreamID(s string) error {
 func (c *cli) brokerRunCmd() *cobra.Command {
 	var store storeFlags
 	var tgt targetFlags
-	var backupTarget, stream, atChainID string
+	var backupTarget, stream, atChainID, until, untilPosition string
 	var concurrency int
-	var poll, maxWait time.Duration
+	var poll, maxWait, applyDelay time.Duration
 	var reset, yes bool
 	var hf healthFlags
 	cmd := &cobra.Command{
@@ -79,6 +79,11 @@ func (c *cli) brokerRunCmd() *cobra.Command {
 				return usageError("--reset-target-data and --at-chain-id exclude each other: one rebuilds the target, the other asserts what it holds")
 			case yes && !reset:
 				return usageError("--yes confirms --reset-target-data; it means nothing alone")
+			case applyDelay < 0 || applyDelay > maxApplyDelay:
+				return usageError("--apply-delay %s: give 0 (none) to %s", applyDelay, maxApplyDelay)
+			}
+			if err := checkPointFlags("", until, untilPosition); err != nil {
+				return err
 			}
 			if reset && !yes {
 				if err := c.confirmReset(name); err != nil {
@@ -92,6 +97,7 @@ func (c *cli) brokerRunCmd() *cobra.Command {
 			in := workflows.BrokerInput{
 				BrokerParams: activities.BrokerParams{Store: st, Target: ref, Stream: stream, Health: th},
 				Concurrency:  concurrency, PollInterval: poll, MaxWait: maxWait, Reset: reset, AtChainID: atChainID,
+				Point: activities.BrokerPoint{Until: until, UntilPosition: untilPosition, ApplyDelay: applyDelay},
 			}
 			var res workflows.BrokerResult
 			return c.start(cmd.Context(), launch{
@@ -107,6 +113,9 @@ func (c *cli) brokerRunCmd() *cobra.Command {
 				onSuccess: func() {
 					fmt.Fprintf(c.stdout, "broker %s %s: last applied %s, %d incrementals, %d changes applied\n",
 						stream, res.Status.Phase, res.Status.LastApplied, res.Status.Incrementals, res.Status.ChangesApplied)
+					if res.Status.Reached {
+						fmt.Fprint(c.stdout, describeReached(res.Status))
+					}
 				},
 			})
 		},
@@ -123,8 +132,32 @@ func (c *cli) brokerRunCmd() *cobra.Command {
 	cmd.Flags().BoolVar(&reset, "reset-target-data", false, "drop the target's tables, restore the chain through its tail, then tail it")
 	cmd.Flags().BoolVar(&yes, "yes", false, "with --reset-target-data: do not ask for confirmation")
 	cmd.Flags().StringVar(&atChainID, "at-chain-id", "", "assert the target already holds the chain through this link, and tail from there")
+	cmd.Flags().StringVar(&until, "until", "", "apply every transaction that committed at or before this RFC 3339 time (inclusive), then end with exit 0 keeping the position; waits until the chain holds a transaction after it")
+	cmd.Flags().StringVar(&untilPosition, "until-position", "", "like --until, at a source position (inclusive): a PostgreSQL commit LSN, or a GTID set or binlog file:offset, as backup inspect prints them; also reached when a link ends exactly there")
+	cmd.Flags().DurationVar(&applyDelay, "apply-delay", 0, "keep the target at least this far behind the source's commit times (a delayed replica; e.g. 1h); transactions wait in the broker until they are old enough")
 	cmd.Flags().BoolVar(&c.detach, "detach", false, "return once the workflow has started")
 	return cmd
+}
+
+// maxApplyDelay bounds --apply-delay: a week of chain the store must keep.
+const maxApplyDelay = 7 * 24 * time.Hour
+
+// describeReached says where a broker that reached its --until stopped.
+func describeReached(st workflows.BrokerStatus) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "reached %s", st.Until)
+	if st.Inside != "" {
+		fmt.Fprintf(&b, "; the position is inside incremental %s", st.Inside)
+	}
+	b.WriteString("\n")
+	if st.LastTransaction != nil {
+		fmt.Fprintf(&b, "last transaction applied: committed %s at %s (incremental %s)\n", st.LastTransaction.CommitTime.Format(time.RFC3339Nano), st.LastTransaction.Position, st.LastTransaction.Link)
+	}
+	if st.NextTransaction != nil {
+		fmt.Fprintf(&b, "first transaction left out: committed %s at %s (incremental %s)\n", st.NextTransaction.CommitTime.Format(time.RFC3339Nano), st.NextTransaction.Position, st.NextTransaction.Link)
+	}
+	b.WriteString("run again without --until to continue from here, exactly once\n")
+	return b.String()
 }
 
 // confirmReset asks the operator to type "reset"; without a terminal there

@@ -11,6 +11,7 @@ import (
 	"github.com/sluicehq/sluice/activities"
 	"github.com/sluicehq/sluice/internal/errcode"
 	"github.com/sluicehq/sluice/internal/health"
+	"github.com/sluicehq/sluice/internal/pitr"
 )
 
 // BrokerInput starts a BrokerWorkflow.
@@ -23,6 +24,9 @@ type BrokerInput struct {
 	MaxWait   time.Duration `json:"max_wait,omitempty"`
 	Reset     bool          `json:"reset,omitempty"`
 	AtChainID string        `json:"at_chain_id,omitempty"`
+	// Point holds the run back: it ends at --until, and applies no
+	// transaction younger than --apply-delay.
+	Point activities.BrokerPoint `json:"point,omitzero"`
 	// Carried over continue-as-new.
 	State *BrokerStatus `json:"state,omitempty"`
 }
@@ -63,6 +67,25 @@ type BrokerStatus struct {
 	// WarnedSevered are the applied-link findings this run has logged.
 	WarnedSevered []string `json:"warned_severed,omitempty"`
 	StopRequested bool     `json:"stop_requested,omitempty"`
+
+	// Until is the run's --until or --until-position, as given; Reached
+	// is set once the target holds everything at or before it and nothing
+	// after, and the run ends.
+	Until   string `json:"until,omitempty"`
+	Reached bool   `json:"reached,omitempty"`
+	// ApplyDelaySeconds is the run's --apply-delay.
+	ApplyDelaySeconds float64 `json:"apply_delay_seconds,omitempty"`
+	// HeldUntil is when the delay lets the next transaction through
+	// (zero while nothing is held back).
+	HeldUntil time.Time `json:"held_until,omitzero"`
+	// Inside is the incremental the position stops inside (the point or
+	// the delay cut it), empty at a link boundary.
+	Inside string `json:"inside,omitempty"`
+	// LastTransaction is the last transaction applied and NextTransaction
+	// the first left out, as far as the run has read them (runs with
+	// --until or --apply-delay).
+	LastTransaction *pitr.Transaction `json:"last_transaction,omitempty"`
+	NextTransaction *pitr.Transaction `json:"next_transaction,omitempty"`
 }
 
 // BrokerResult is how a broker run ended.
@@ -118,6 +141,7 @@ func BrokerWorkflow(ctx workflow.Context, in BrokerInput) (BrokerResult, error) 
 		st.StartedAt = workflow.Now(ctx)
 	}
 	st.Thresholds = in.Health.WithDefaults()
+	st.Until, st.ApplyDelaySeconds = in.Point.String(), in.Point.ApplyDelay.Seconds()
 	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (BrokerStatus, error) {
 		return st, nil
 	}); err != nil {
@@ -143,7 +167,7 @@ func BrokerWorkflow(ctx workflow.Context, in BrokerInput) (BrokerResult, error) 
 	if in.State == nil {
 		var start activities.BrokerStart
 		err := workflow.ExecuteActivity(shortActivity(ctx, "check the target and choose the start mode"), a.PrepareBroker,
-			activities.BrokerStartParams{BrokerParams: in.BrokerParams, Reset: in.Reset, AtChainID: in.AtChainID}).Get(ctx, &start)
+			activities.BrokerStartParams{BrokerParams: in.BrokerParams, Reset: in.Reset, AtChainID: in.AtChainID, Point: in.Point}).Get(ctx, &start)
 		if err != nil {
 			if isCanceled(ctx, err) {
 				return cancelled("", "")
@@ -208,7 +232,7 @@ func BrokerWorkflow(ctx workflow.Context, in BrokerInput) (BrokerResult, error) 
 		var wait activities.WaitResult
 		fut := workflow.ExecuteActivity(waitActivity(wctx), a.WaitForLinks, activities.WaitParams{
 			BrokerParams: in.BrokerParams, After: st.LastApplied, PollInterval: in.PollInterval,
-			MaxWait: maxWait, StopAfter: st.StartedAt,
+			MaxWait: maxWait, StopAfter: st.StartedAt, HeldUntil: st.HeldUntil,
 		})
 		sel := workflow.NewSelector(ctx)
 		var err error
@@ -245,8 +269,9 @@ func BrokerWorkflow(ctx workflow.Context, in BrokerInput) (BrokerResult, error) 
 			continue
 		}
 		if len(wait.Pending) == 0 {
-			// An idle tick: the chain holds nothing past the position.
-			st.LinksBehind, st.SecondsBehind = 0, 0
+			// An idle tick: the chain holds nothing past the position,
+			// or nothing the delay lets through yet.
+			st.LinksBehind, st.SecondsBehind = wait.Held, 0
 			if workflow.GetVersion(ctx, versionIdleTick, workflow.DefaultVersion, 1) == 1 {
 				continue
 			}
@@ -285,13 +310,33 @@ func BrokerWorkflow(ctx workflow.Context, in BrokerInput) (BrokerResult, error) 
 		// store's stop marker again, so a stop is observed between
 		// incrementals even while the broker is far behind.
 		link := wait.Pending[0]
+		cut := activities.BrokerCut{Records: -1}
+		if in.Point.Active() {
+			// How much of the incremental the point and the delay let
+			// through now.
+			st.Phase, st.Applying = "finding the point", link.ID
+			err := workflow.ExecuteActivity(shortActivity(ctx, "find the point in incremental "+link.ID), a.PlanBrokerCut,
+				activities.BrokerCutParams{BrokerParams: in.BrokerParams, Link: link, Point: in.Point}).Get(ctx, &cut)
+			if err != nil {
+				if isCanceled(ctx, err) {
+					return cancelled("", "")
+				}
+				if st.failed(ctx, err) {
+					return BrokerResult{Status: st}, err
+				}
+				continue
+			}
+		}
 		st.Phase, st.Applying = "judging", link.ID
-		params := activities.BrokerApplyParams{BrokerParams: in.BrokerParams, Link: link, Concurrency: in.Concurrency}
+		params := activities.BrokerApplyParams{BrokerParams: in.BrokerParams, Link: link, Concurrency: in.Concurrency,
+			StopAt: max(cut.Records, 0), StopDigest: cut.Digest}
 		var judged activities.JudgeResult
-		err = workflow.ExecuteActivity(shortActivity(ctx, "judge incremental "+link.ID), a.JudgeBrokerIncremental, params).Get(ctx, &judged)
 		var r activities.BrokerApplyResult
 		applying := false
-		if err == nil {
+		if cut.Records != 0 {
+			err = workflow.ExecuteActivity(shortActivity(ctx, "judge incremental "+link.ID), a.JudgeBrokerIncremental, params).Get(ctx, &judged)
+		}
+		if err == nil && cut.Records != 0 {
 			st.Phase, applying = "applying", true
 			// The inserts arbitrate on exactly the keys the judgment found.
 			params.Arbiters = judged.Arbiters
@@ -309,13 +354,21 @@ func BrokerWorkflow(ctx workflow.Context, in BrokerInput) (BrokerResult, error) 
 			}
 			continue // wait again, then retry from the position
 		}
+		if r.Replan {
+			continue // the incremental changed since its cut: plan it again
+		}
 		st.LastError, st.LastErrorCode = "", ""
-		st.LastAppliedAt = workflow.Now(ctx)
-		st.LastApplied, st.Applying = link.ID, ""
-		st.LastAppliedCreatedAt = link.CreatedAt
-		st.Incrementals++
+		if cut.Records != 0 {
+			st.LastAppliedAt = workflow.Now(ctx)
+		}
 		st.ChangesApplied += r.Applied
 		st.ChangesSkipped += r.Skipped
+		st.Applying = ""
+		if cut.Records < 0 {
+			st.LastApplied, st.Inside = link.ID, ""
+			st.LastAppliedCreatedAt = link.CreatedAt
+			st.Incrementals++
+		}
 		st.Unidentified += judged.Unidentified
 		if judged.Unidentified > 0 {
 			// Logged here, once the incremental is applied, rather than
@@ -330,7 +383,32 @@ func BrokerWorkflow(ctx workflow.Context, in BrokerInput) (BrokerResult, error) 
 		if len(wait.Pending) > 1 {
 			st.SecondsBehind = workflow.Now(ctx).Sub(wait.Pending[1].CreatedAt).Seconds()
 		}
+		if in.Point.Active() {
+			st.held(cut)
+			if cut.Reached {
+				st.Phase, st.Reached = "reached the point", true
+				if cut.Records >= 0 {
+					st.Inside = link.ID
+				}
+				return BrokerResult{Status: st}, nil
+			}
+			if cut.Records >= 0 {
+				// The position stays inside the incremental; the next
+				// wait holds the links until the delay lets them through.
+				st.Phase, st.Inside = "delaying", link.ID
+				st.LinksBehind = len(wait.Pending)
+			}
+		}
 	}
+}
+
+// held records what a cut let through: the transactions on either side of
+// it and, when the delay binds, when the next one comes due.
+func (st *BrokerStatus) held(cut activities.BrokerCut) {
+	if cut.Last != nil {
+		st.LastTransaction = cut.Last
+	}
+	st.NextTransaction, st.HeldUntil = cut.Next, cut.HeldUntil
 }
 
 // isCanceled reports whether err comes from the workflow's own cancellation.
@@ -353,8 +431,10 @@ func (st *BrokerStatus) failed(ctx workflow.Context, err error) (refused bool) {
 // Facts are the health facts the workflow itself knows: when it last polled,
 // applied and failed. Its current activity's heartbeats carry fresher ones.
 func (st BrokerStatus) Facts() health.Facts {
+	// Links the delay holds back are not due: a delayed replica waiting
+	// for them reads idle, not stalled.
 	f := health.Facts{PolledAt: st.LastPollAt, DeliveredAt: st.LastAppliedAt,
-		Pending: st.LinksBehind > 0 || st.Applying != ""}
+		Pending: (st.LinksBehind > 0 && st.HeldUntil.IsZero()) || st.Applying != ""}
 	f.ReportedAt = latestOf(st.LastPollAt, st.LastAppliedAt, st.LastErrorAt)
 	if st.LastError != "" && !st.LastErrorAt.Before(f.ReportedAt) {
 		f.FailCause, f.FailError = health.CauseOf(st.LastErrorCode), st.LastError

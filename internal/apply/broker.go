@@ -37,6 +37,16 @@ type Options struct {
 	// read from. One older than the stream recorded is refused before
 	// anything is applied; a newer one is recorded with the position.
 	Verified *Verified
+	// StopAt, when positive, applies only the incremental's first StopAt
+	// records (a transaction boundary: a broker's --until or
+	// --apply-delay) and leaves the position inside the incremental
+	// there, so a later apply resumes from it exactly once.
+	StopAt int64
+	// StopDigest is the chunk digest (ChunksDigest) of the incremental
+	// StopAt was counted in; an incremental that no longer has it (a
+	// compaction rewrote it since) is not applied and Result.Replan says
+	// so.
+	StopDigest string
 }
 
 // Result reports one applied incremental.
@@ -46,6 +56,12 @@ type Result struct {
 	Applied, Skipped int64
 	// Resumed is true when the run started inside the incremental.
 	Resumed bool
+	// Stopped is true when the apply stopped at Options.StopAt, inside
+	// the incremental.
+	Stopped bool
+	// Replan is true when nothing was applied because the incremental is
+	// no longer the one Options.StopAt was counted in.
+	Replan bool
 }
 
 // ApplyIncremental applies incremental m to target t exactly once for a
@@ -77,6 +93,10 @@ func ApplyIncremental(ctx context.Context, ch *chain.Chain, m *chain.Manifest, s
 		tok.Verified = newer(tok.Verified, o.Verified)
 	}
 	digest := ChunksDigest(m)
+	if o.StopAt > 0 && o.StopDigest != digest {
+		res.Replan = true
+		return res, nil
+	}
 	var skip int64
 	switch {
 	case tok.InProgress != nil:
@@ -99,6 +119,10 @@ func ApplyIncremental(ctx context.Context, ch *chain.Chain, m *chain.Manifest, s
 		return res, nil // already applied (a retry after the final commit)
 	case tok.LastApplied != o.ExpectedLast:
 		return res, errcode.New(errcode.ChainInvalid, "the position records %s as last applied, but incremental %s follows %s", tok.LastApplied, m.ID, o.ExpectedLast)
+	}
+	if o.StopAt > 0 && o.StopAt <= skip {
+		res.Stopped = true
+		return res, nil // the position is already at or past the stop
 	}
 	marks, err := ReadMarks(ctx, st, o.Stream)
 	if err != nil {
@@ -139,6 +163,9 @@ func ApplyIncremental(ctx context.Context, ch *chain.Chain, m *chain.Manifest, s
 			return res, err
 		}
 		for it.Next() {
+			if o.StopAt > 0 && index == o.StopAt {
+				return res, d.stop(ctx, index)
+			}
 			c := it.Change()
 			if err := d.record(ctx, index, index < skip, c); err != nil {
 				return res, err
@@ -149,6 +176,12 @@ func ApplyIncremental(ctx context.Context, ch *chain.Chain, m *chain.Manifest, s
 			return res, err
 		}
 	}
+	if o.StopAt > 0 && index == o.StopAt {
+		return res, d.stop(ctx, index)
+	}
+	if o.StopAt > 0 {
+		return res, errcode.New(errcode.BrokerIncrementalRewritten, "the apply was to stop after record %d of incremental %s, which holds %d", o.StopAt, m.ID, index)
+	}
 	if d.open {
 		return res, errcode.New(errcode.ChunkCorrupt, "incremental %s ends inside source transaction %s", m.ID, d.cur.Identity())
 	}
@@ -157,6 +190,16 @@ func ApplyIncremental(ctx context.Context, ch *chain.Chain, m *chain.Manifest, s
 		return res, err
 	}
 	return res, nil
+}
+
+// stop ends an apply at record index, which must be a transaction
+// boundary: everything before it commits and the position records it.
+func (d *dispatcher) stop(ctx context.Context, index int64) error {
+	if d.open {
+		return errcode.New(errcode.BrokerIncrementalRewritten, "the apply was to stop after record %d of incremental %s, which lies inside source transaction %s", index, d.m.ID, d.cur.Identity())
+	}
+	d.res.Stopped = true
+	return d.checkpoint(ctx, index, false)
 }
 
 // dispatcher walks an incremental's records and hands them to lanes.

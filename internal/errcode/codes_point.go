@@ -18,3 +18,9 @@ var (
 var RestoreLinkRewritten = register("SLUICE-E-RESTORE-LINK-REWRITTEN", ExitRefused,
 	"A restore to a point stops inside an incremental, counted when the restore planned; a compaction rewrote that incremental's records before the restore reached it, so the count no longer marks the same transaction. Nothing of that incremental was applied.",
 	"Run the same restore again (with --replace-existing, since the target now holds its earlier links): it plans against the compacted chain.")
+
+// PointPassed is a broker's --until point that its target has already
+// applied past.
+var PointPassed = register("SLUICE-E-POINT-PASSED", ExitRefused,
+	"The broker was asked to stop at a point, but its target's position already holds a transaction that committed after that point; a broker never undoes what it applied. Nothing was written.",
+	"Give a later point, or restore the chain --until the point into a fresh database (`sluice restore --until`); `sluice backup list --target URL` shows the chain's times and positions.")

@@ -213,6 +213,8 @@ type run struct {
 	changes       int64
 	linksBehind   int
 	secondsBehind float64
+	applyDelay    time.Duration
+	appliedCommit time.Time
 	slotRetained  int64
 	walStatus     string
 	identity      identityState
@@ -247,6 +249,11 @@ type Status struct {
 	// and the age of the oldest of them.
 	LinksBehind   int     `json:"links_behind,omitempty"`
 	SecondsBehind float64 `json:"seconds_behind,omitempty"`
+	// ApplyDelaySeconds (brokers with --apply-delay): the delay the run
+	// keeps; AppliedCommitAgeSeconds the age of the newest source commit
+	// it let through, which stays at or above the delay (-1: none yet).
+	ApplyDelaySeconds       float64 `json:"apply_delay_seconds,omitempty"`
+	AppliedCommitAgeSeconds float64 `json:"applied_commit_age_seconds,omitempty"`
 	// SlotRetainedBytes and SlotWalStatus (producers): the chain slot's
 	// retained WAL and pg_replication_slots.wal_status.
 	SlotRetainedBytes int64  `json:"slot_retained_bytes,omitempty"`
@@ -379,6 +386,17 @@ func (t *Tracker) Behind(k Key, links int, seconds float64) {
 	t.update(k, func(r *run, _ time.Time) { r.linksBehind, r.secondsBehind = links, seconds })
 }
 
+// Delayed records a broker's --apply-delay and the commit time of the
+// newest source transaction it let through (zero: none yet).
+func (t *Tracker) Delayed(k Key, delay time.Duration, commit time.Time) {
+	t.update(k, func(r *run, _ time.Time) {
+		r.applyDelay = delay
+		if commit.After(r.appliedCommit) {
+			r.appliedCommit = commit
+		}
+	})
+}
+
 // Slot records the health of a producer's chain slot.
 func (t *Tracker) Slot(k Key, retained int64, walStatus string) {
 	t.update(k, func(r *run, _ time.Time) { r.slotRetained, r.walStatus = retained, walStatus })
@@ -444,6 +462,12 @@ func (t *Tracker) Statuses() []Status {
 			LinksBehind: r.linksBehind, SecondsBehind: r.secondsBehind,
 			SlotRetainedBytes: r.slotRetained, SlotWalStatus: r.walStatus, TablesWithoutReplicaIdentity: r.identity.tables}
 		s.PollAgeSeconds, s.DeliveryAgeSecs = f.Ages(now)
+		if r.applyDelay > 0 {
+			s.ApplyDelaySeconds, s.AppliedCommitAgeSeconds = r.applyDelay.Seconds(), -1
+			if !r.appliedCommit.IsZero() {
+				s.AppliedCommitAgeSeconds = now.Sub(r.appliedCommit).Seconds()
+			}
+		}
 		out = append(out, s)
 	}
 	sort.Slice(out, func(i, j int) bool {

@@ -277,3 +277,22 @@ func TestSucceededPollClearsAFailure(t *testing.T) {
 		t.Fatalf("a good poll with nothing pending clears it, got %+v", s)
 	}
 }
+
+// A delayed broker reports its delay and the age of the newest commit it
+// let through, which grows with the clock and never goes back to an older
+// commit.
+func TestDelayedReportsTheDelayHeld(t *testing.T) {
+	tr, c, _ := newTest()
+	k := Key{Role: "broker", Name: "delayed"}
+	tr.Delayed(k, time.Minute, time.Time{})
+	if s := verdictOf(t, tr, k); s.ApplyDelaySeconds != 60 || s.AppliedCommitAgeSeconds != -1 {
+		t.Fatalf("nothing let through yet: got %+v", s)
+	}
+	commit := c.now().Add(-90 * time.Second)
+	tr.Delayed(k, time.Minute, commit)
+	tr.Delayed(k, time.Minute, commit.Add(-time.Hour))
+	c.add(10 * time.Second)
+	if s := verdictOf(t, tr, k); s.AppliedCommitAgeSeconds != 100 {
+		t.Fatalf("want the newest commit's age 100 s, got %+v", s)
+	}
+}

@@ -31,6 +31,11 @@ const (
 	// broker is behind its chain.
 	MetricBrokerLinksBehind   = "sluice_broker_links_behind"
 	MetricBrokerSecondsBehind = "sluice_broker_seconds_behind"
+	// MetricBrokerApplyDelay is a delayed broker's --apply-delay, and
+	// MetricBrokerAppliedCommitAge the age of the newest source commit it
+	// let through: the delay it holds (never below the delay).
+	MetricBrokerApplyDelay       = "sluice_broker_apply_delay_seconds"
+	MetricBrokerAppliedCommitAge = "sluice_broker_applied_commit_age_seconds"
 	// MetricSlotRetained is the WAL a producer's chain slot retains.
 	MetricSlotRetained = "sluice_slot_retained_bytes"
 	// MetricSlotWalStatus is one-hot over the slot's wal_status (reserved,
@@ -87,6 +92,16 @@ func (t *Telemetry) TrackRuns(tr *health.Tracker) error {
 	if err != nil {
 		return err
 	}
+	applyDelay, err := m.Float64ObservableGauge(MetricBrokerApplyDelay,
+		metric.WithDescription("The --apply-delay a delayed broker keeps (absent without one)."))
+	if err != nil {
+		return err
+	}
+	commitAge, err := m.Float64ObservableGauge(MetricBrokerAppliedCommitAge,
+		metric.WithDescription("Age of the newest source commit a delayed broker let through: the delay it holds."))
+	if err != nil {
+		return err
+	}
 	slotRetained, err := m.Int64ObservableGauge(MetricSlotRetained,
 		metric.WithDescription("WAL the producer's chain slot retains on the source."))
 	if err != nil {
@@ -128,6 +143,12 @@ func (t *Telemetry) TrackRuns(tr *health.Tracker) error {
 				o.ObserveInt64(linksBehind, int64(s.LinksBehind), run)
 				o.ObserveFloat64(secondsBehind, s.SecondsBehind, run)
 			}
+			if s.Role == "broker" && s.ApplyDelaySeconds > 0 {
+				o.ObserveFloat64(applyDelay, s.ApplyDelaySeconds, run)
+				if s.AppliedCommitAgeSeconds >= 0 {
+					o.ObserveFloat64(commitAge, s.AppliedCommitAgeSeconds, run)
+				}
+			}
 			if s.Role == "producer" {
 				o.ObserveInt64(noIdentity, int64(len(s.TablesWithoutReplicaIdentity)), run)
 			}
@@ -144,7 +165,7 @@ func (t *Telemetry) TrackRuns(tr *health.Tracker) error {
 			}
 		}
 		return nil
-	}, healthGauge, cause, pollAge, deliveryAge, changes, linksBehind, secondsBehind, slotRetained, walStatus, noIdentity, refusals)
+	}, healthGauge, cause, pollAge, deliveryAge, changes, linksBehind, secondsBehind, applyDelay, commitAge, slotRetained, walStatus, noIdentity, refusals)
 	return err
 }
 
