@@ -94,13 +94,7 @@ func (a *Activities) planBrokerCut(ctx context.Context, p BrokerCutParams, now t
 	if err != nil {
 		return BrokerCut{}, err
 	}
-	var link chain.Link
-	found := false
-	for _, l := range cat.Links() {
-		if l.ID == p.Link.ID {
-			link, found = l, true
-		}
-	}
+	link, _, found := cat.Find(p.Link.ID)
 	if !found {
 		return BrokerCut{}, errcode.New(errcode.LinkNotFound, "incremental %s is no longer in the chain at %s", p.Link.ID, p.Store.URL)
 	}

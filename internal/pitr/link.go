@@ -67,7 +67,7 @@ var errPassed = errors.New("an applied transaction lies after the point")
 func Passed(ctx context.Context, ch *chain.Chain, cat *chain.Catalog, last string, in string, inside int64, p Point) (*Transaction, error) {
 	f := finder{ch: ch, cat: cat, p: p, links: cat.Links()}
 	if in != "" && inside > 0 {
-		l, ok := f.link(in)
+		l, _, ok := cat.Find(in)
 		if !ok {
 			return nil, errcode.New(errcode.LinkNotFound, "the position is inside incremental %s, which the chain does not hold", in)
 		}
@@ -146,13 +146,4 @@ func (f *finder) fullPassed(ctx context.Context, i int) (*Transaction, error) {
 		return nil, nil
 	}
 	return &Transaction{CommitTime: full.CreatedAt, Position: full.EndPosition, Identity: "full " + full.ID, Link: full.ID}, nil
-}
-
-func (f *finder) link(id string) (chain.Link, bool) {
-	for _, l := range f.links {
-		if l.ID == id {
-			return l, true
-		}
-	}
-	return chain.Link{}, false
 }
