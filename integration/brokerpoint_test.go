@@ -1,8 +1,3 @@
-//go:build brokerpoint
-
-// Not yet run against the services: built only with -tags brokerpoint until
-// it has passed once (see the closing note on issue 28).
-
 package integration
 
 import (
