@@ -316,6 +316,11 @@ func (a *Activities) waitForLinks(ctx context.Context, p WaitParams) (WaitResult
 	hb.report(func() any { return a.runDetails(k, p.Health, map[string]any{"waiting_after": p.After}) })
 	reported := false
 	var seen *chain.Catalog
+	// pending is what seen holds past p.After. The same catalog as the
+	// last poll's (nothing committed since) holds the same links: they are
+	// not listed again, but links the delay held back at that poll are
+	// still pending at this one, when they may have come due.
+	var pending []PendingLink
 	for {
 		// One read of the next commit when nothing is new.
 		cat, err := a.catalogs.Latest(ctx, ch)
@@ -323,11 +328,8 @@ func (a *Activities) waitForLinks(ctx context.Context, p WaitParams) (WaitResult
 			return WaitResult{}, err
 		}
 		res := WaitResult{TipCreatedAt: cat.Tip().CreatedAt}
-		// The same catalog as the last poll's (nothing committed since)
-		// holds nothing pending: that poll would have returned it.
 		if cat != seen {
 			seen = cat
-			links := cat.Links()
 			start, ok := positionIn(cat, p.After)
 			if !ok {
 				if err := a.checkStreamNotRolledBack(ctx, p.BrokerParams, cat); err != nil {
@@ -340,15 +342,9 @@ func (a *Activities) waitForLinks(ctx context.Context, p WaitParams) (WaitResult
 				a.reportPosition(ctx, ch, p.Stream, cat.ChainID, p.After)
 				reported = true
 			}
-			last := p.After
-			for _, l := range links[start+1:] {
-				if l.Kind != chain.KindIncremental {
-					continue
-				}
-				res.Pending = append(res.Pending, PendingLink{ID: l.ID, ExpectedLast: last, Changes: l.Changes, CreatedAt: l.CreatedAt})
-				last = l.ID
-			}
+			pending = pendingAfter(cat.Links()[start+1:], p.After)
 		}
+		res.Pending = pending
 		// A stop marker is observed on every tick, whether or not links
 		// are pending, so a broker that is behind stops between incrementals too.
 		for _, stream := range []string{p.Stream, ""} {
@@ -391,6 +387,22 @@ func (a *Activities) waitForLinks(ctx context.Context, p WaitParams) (WaitResult
 		case <-time.After(sleep):
 		}
 	}
+}
+
+// pendingAfter lists the incrementals among links, the chain's links after
+// the position last, each with the link the position records before it.
+// Fulls of later segments are skipped: the closing incremental of a segment
+// ends where the next segment's first begins.
+func pendingAfter(links []chain.Link, last string) []PendingLink {
+	var pending []PendingLink
+	for _, l := range links {
+		if l.Kind != chain.KindIncremental {
+			continue
+		}
+		pending = append(pending, PendingLink{ID: l.ID, ExpectedLast: last, Changes: l.Changes, CreatedAt: l.CreatedAt})
+		last = l.ID
+	}
+	return pending
 }
 
 // checkStreamNotRolledBack reads the stream's position in the target and

@@ -1,11 +1,3 @@
-//go:build brokerpoint
-
-// Behind -tags brokerpoint until the defect it found is fixed (issue 28's
-// note of 2026-12-06): it passed alone, but in a full parallel run the
-// delayed broker stayed on one incremental through all eight kills
-// ("applying c742f05f4e, 0 changes") and held 90 of 150 markers after a
-// minute.
-
 package integration
 
 import (
