@@ -19,6 +19,7 @@ import (
 	"github.com/sluicehq/sluice/internal/errcode"
 	"github.com/sluicehq/sluice/internal/health"
 	"github.com/sluicehq/sluice/internal/keyref"
+	"github.com/sluicehq/sluice/internal/producer"
 )
 
 // StoreRef names a backup store and how to reach it: its URL and the
@@ -92,6 +93,9 @@ type Activities struct {
 	// catalogs keeps each chain's latest catalog, so polls and windows
 	// read only the commits made since (chain.Chain.Refresh).
 	catalogs chain.CatalogCache
+	// sessions keeps a stream's capture session open between its windows
+	// on this worker (producer.Sessions).
+	sessions producer.Sessions
 
 	severOnce sync.Once
 	sever     *chain.SeverCache

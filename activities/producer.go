@@ -83,6 +83,10 @@ func (a *Activities) producerOptions(ctx context.Context, p ProducerParams) (*ch
 		Parallel:  p.Parallel,
 		AttemptID: fmt.Sprintf("%s-%s-%d", info.WorkflowExecution.RunID, info.ActivityID, info.Attempt),
 		Catalogs:  &a.catalogs,
+		// A session a stream parked on this worker is closed before any
+		// other step on its chain opens one (producer.Sessions).
+		Sessions: &a.sessions,
+		Stream:   info.WorkflowExecution.ID,
 	}, nil
 }
 
@@ -140,11 +144,20 @@ func (a *Activities) CaptureWindow(ctx context.Context, p WindowParams) (WindowR
 	lim := source.Limits{Duration: p.Rollover, Changes: p.MaxChanges, Bytes: p.MaxBytes, Idle: p.Idle, Stop: stopPoll, Tick: tick, Drained: drained, Log: slot, Tables: identity}
 	if p.UpToNow {
 		lim = source.Limits{Until: "now", Idle: p.Idle, Tick: tick, Tables: identity}
+	} else {
+		// A stream's next window resumes this one's session on this
+		// worker, rather than reading the log again from the slot's
+		// restart point.
+		o.KeepSession = true
 	}
 	res, err := producer.Window(ctx, ch, o, lim)
 	if err != nil {
 		a.failed(k, err)
 		return WindowResult{}, a.temporalError(err)
+	}
+	if stopped() {
+		// The run ends: free the log now, not when the session expires.
+		a.sessions.Drop(p.Owner)
 	}
 	if res.Committed {
 		a.Health.Delivered(k)

@@ -3,6 +3,7 @@ package producer
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -55,7 +56,9 @@ type fakeSource struct {
 	opened          []source.CaptureOptions
 	limits          []source.Limits
 	confirms        []confirmation
-	closed          int
+	// closed counts closed sessions (a parked session's expiry closes it
+	// from a timer's goroutine).
+	closed atomic.Int32
 }
 
 func newFakeSource(t *testing.T, ch *chain.Chain, windows ...fakeWindow) *fakeSource {
@@ -141,7 +144,7 @@ func (c *fakeCapture) CurrentPosition(context.Context) (string, error) { return 
 
 func (c *fakeCapture) LogHealth(context.Context) (source.LogHealth, error) { return c.s.health, nil }
 
-func (c *fakeCapture) Close() { c.s.closed++ }
+func (c *fakeCapture) Close() { c.s.closed.Add(1) }
 
 // newChain stores a chain whose only link is a first full ending at 0/100.
 func newChain(t *testing.T) (*chain.Chain, *chain.Manifest) {

@@ -41,6 +41,16 @@ type Options struct {
 	// Catalogs keeps the catalog between steps, so a step reads only the
 	// commits made since the last one (nil: every step loads it whole).
 	Catalogs *chain.CatalogCache
+	// Sessions holds the capture sessions parked on this worker: every
+	// step on a chain closes one parked there that it does not take back,
+	// so the log is free for it (nil: nothing is parked).
+	Sessions *Sessions
+	// KeepSession parks a window's session in Sessions for the owner's
+	// next window (a stream's) instead of closing it.
+	KeepSession bool
+	// Stream names the run's stream (the producer workflow's ID; empty
+	// for Owner): its runs share what they park in Sessions.
+	Stream string
 }
 
 // Result reports one committed (or empty) step.
@@ -68,6 +78,14 @@ type Result struct {
 	LastCommit time.Time `json:"last_commit,omitempty"`
 }
 
+// stream is what the run's parked sessions are shared by.
+func (o *Options) stream() string {
+	if o.Stream != "" {
+		return o.Stream
+	}
+	return o.Owner
+}
+
 func (o *Options) defaults() error {
 	if o.ChunkBytes <= 0 {
 		o.ChunkBytes = DefaultChunkBytes
@@ -85,8 +103,10 @@ func (o *Options) defaults() error {
 }
 
 // openTip loads the catalog, checks the chain is of the source's engine, and
-// opens a capture session at the tip's end with the schema as of the tip.
-func openTip(ctx context.Context, ch *chain.Chain, o Options) (*chain.Catalog, source.Capture, error) {
+// opens a capture session at the tip's end with the schema as of the tip;
+// with reuse, it takes back the session the owner's last window parked at
+// that tip instead, when there is one.
+func openTip(ctx context.Context, ch *chain.Chain, o Options, reuse bool) (*chain.Catalog, source.Capture, error) {
 	// A catalog read from the store passed ValidateCatalog's checks.
 	cat, err := o.Catalogs.Latest(ctx, ch)
 	if err != nil {
@@ -94,6 +114,12 @@ func openTip(ctx context.Context, ch *chain.Chain, o Options) (*chain.Catalog, s
 	}
 	if engine := o.Source.Engine(); cat.Source.Engine != engine {
 		return nil, nil, errcode.New(errcode.ConfigInvalid, "the chain's source engine is %q; this producer reads %s", cat.Source.Engine, engine)
+	}
+	if parked := o.Sessions.take(cat.ChainID, o.stream(), o.Owner, cat.Tip().ID, cat.Tip().EndPosition); parked != nil {
+		if reuse {
+			return cat, parked, nil
+		}
+		parked.Close()
 	}
 	schema, err := ch.SchemaAt(ctx, cat, cat.Tip().ID)
 	if err != nil {
@@ -116,11 +142,16 @@ func Window(ctx context.Context, ch *chain.Chain, o Options, lim source.Limits) 
 	if err := o.defaults(); err != nil {
 		return Result{}, err
 	}
-	cat, capt, err := openTip(ctx, ch, o)
+	cat, capt, err := openTip(ctx, ch, o, true)
 	if err != nil {
 		return Result{}, err
 	}
-	defer capt.Close()
+	parked := false
+	defer func() {
+		if !parked {
+			capt.Close()
+		}
+	}()
 	if lim.Until == "now" {
 		if lim.Until, err = capt.CurrentPosition(ctx); err != nil {
 			return Result{}, err
@@ -161,8 +192,16 @@ func Window(ctx context.Context, ch *chain.Chain, o Options, lim source.Limits) 
 	}
 	res.SegmentLength = len(cat.Segments[len(cat.Segments)-1].Incrementals)
 	res.Links = cat.LinkCount()
-	res.Slot, err = capt.LogHealth(ctx)
-	return res, err
+	if res.Slot, err = capt.LogHealth(ctx); err != nil {
+		return res, err
+	}
+	if o.Sessions != nil && o.KeepSession {
+		// The session stands at the end of what the catalog now holds:
+		// the next window of this owner resumes it there.
+		o.Sessions.park(cat.ChainID, o.stream(), o.Owner, cat.Tip().ID, cat.Tip().EndPosition, capt)
+		parked = true
+	}
+	return res, nil
 }
 
 // Rotate closes the tip segment and starts a new one: it takes a new full
@@ -174,7 +213,7 @@ func Rotate(ctx context.Context, ch *chain.Chain, o Options) (Result, error) {
 	if err := o.defaults(); err != nil {
 		return Result{}, err
 	}
-	cat, capt, err := openTip(ctx, ch, o)
+	cat, capt, err := openTip(ctx, ch, o, false)
 	if err != nil {
 		return Result{}, err
 	}

@@ -162,8 +162,8 @@ func TestWindowCommitsTheCapturedTransactionsOnTheTip(t *testing.T) {
 	if want := describeAll(second); !reflect.DeepEqual(got2, want) {
 		t.Errorf("second window's records %q, want %q", got2, want)
 	}
-	if src.closed != 2 {
-		t.Errorf("%d captures closed, want 2", src.closed)
+	if n := src.closed.Load(); n != 2 {
+		t.Errorf("%d captures closed, want 2", n)
 	}
 }
 
