@@ -441,3 +441,50 @@ func slotHolder(t *testing.T, db string) int {
 	}
 	return pid
 }
+
+// A stream reads its slot through one replication connection from window
+// to window: reconnecting each window would make PostgreSQL decode again
+// everything from the slot's restart point every time. The slot's active
+// process stays the same while the chain gains incremental after
+// incremental, and the stop frees the slot at once.
+func TestStreamKeepsOneReplicationConnection(t *testing.T) {
+	src := testenv.CreateDB(t, "onesession")
+	testenv.Exec(t, src, `CREATE TABLE t (id int PRIMARY KEY, v text)`)
+	chainURL := fileChain(t)
+	mustSluice(t, "backup", "full", "--source", testenv.DSN(src), "--target", chainURL, "--chain-slot")
+	mustSluice(t, "backup", "stream", "run", "--source", testenv.DSN(src), "--target", chainURL, "--rollover-window", "300ms", "--detach")
+	waitSlotActive(t, src, true)
+	pids := map[string]bool{}
+	for i := 1; i <= 40; i++ {
+		testenv.Exec(t, src, fmt.Sprintf(`INSERT INTO t VALUES (%d, 'x')`, i))
+		var pid string
+		if err := queryString(src, `SELECT coalesce(string_agg(active_pid::text, ','), '') FROM pg_replication_slots WHERE database = current_database() AND NOT temporary AND active`, &pid); err != nil {
+			t.Fatal(err)
+		}
+		if pid != "" {
+			pids[pid] = true
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	waitCaughtUp(t, src, time.Minute)
+	txs, _ := chainAudit(t, chainURL)
+	mustSluice(t, "backup", "stream", "stop", "--target", chainURL)
+	waitWorkflowEnd(t, "producer/"+chainURL, time.Minute)
+	if txs != 40 {
+		t.Fatalf("the chain holds %d transactions, want the 40 inserts", txs)
+	}
+	links := 0
+	_, cat := openChainAt(t, chainURL)
+	for _, l := range cat.Links() {
+		if l.Kind == chain.KindIncremental {
+			links++
+		}
+	}
+	if links < 5 {
+		t.Fatalf("only %d incrementals from 300ms windows: the test did not span windows", links)
+	}
+	if len(pids) != 1 {
+		t.Errorf("the slot was read by %d replication connections over %d incrementals (%v); want one for the whole stream", len(pids), links, pids)
+	}
+	waitSlotActive(t, src, false)
+}
