@@ -95,18 +95,23 @@ func runMain(m *testing.M) int {
 	}
 	testenv.SetS3Credentials()
 
-	dir, err := os.MkdirTemp("", "sluice-it-bin-")
-	if err != nil {
-		fmt.Println(err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	h.bin = dir
-	for pkg, name := range map[string]string{"../starter": "sluice", "../worker": "sluice-worker"} {
-		out, err := exec.Command("go", "build", "-o", filepath.Join(dir, name), pkg).CombinedOutput()
+	// SLUICE_IT_BIN names a folder holding sluice and sluice-worker built
+	// from this tree (deploy/dev/test.sh builds them once for all its
+	// shards); without it, this process builds its own.
+	if h.bin = os.Getenv("SLUICE_IT_BIN"); h.bin == "" {
+		dir, err := os.MkdirTemp("", "sluice-it-bin-")
 		if err != nil {
-			fmt.Printf("integration: build %s: %v\n%s", pkg, err, out)
+			fmt.Println(err)
 			return 1
+		}
+		defer os.RemoveAll(dir)
+		h.bin = dir
+		for pkg, name := range map[string]string{"../starter": "sluice", "../worker": "sluice-worker"} {
+			out, err := exec.Command("go", "build", "-o", filepath.Join(dir, name), pkg).CombinedOutput()
+			if err != nil {
+				fmt.Printf("integration: build %s: %v\n%s", pkg, err, out)
+				return 1
+			}
 		}
 	}
 	h.taskQueue = fmt.Sprintf("sluice-it-%d-%d", os.Getpid(), time.Now().UnixNano()%1e6)

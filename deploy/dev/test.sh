@@ -3,11 +3,13 @@
 # integration tests against the real services that deploy/dev/services.sh
 # started. Services are required here: a missing one fails the run.
 #
-# The integration tests run in SLUICE_TEST_SHARDS (default 4) go test
-# processes at once, each with its own worker and task queue; inside one
-# process tests still run one after another. Shards are balanced by each
+# The integration tests run in SLUICE_TEST_SHARDS (default 4) processes of
+# the integration test binary at once, each with its own worker and task
+# queue; inside one process tests still run one after another. Shards are balanced by each
 # test's duration in integration/testdata/durations.txt (a test missing there
-# counts as 10 s). A test whose doc comment carries the line
+# counts as 10 s). The test binary and the sluice and sluice-worker commands
+# it drives are built once for every shard (SLUICE_IT_BIN). A test whose doc
+# comment carries the line
 # `sluice:exclusive` changes server-wide state and runs alone, after all the
 # others. With arguments (say -run X), the integration package runs as one
 # process with those arguments.
@@ -79,18 +81,28 @@ done < <(for n in $shared; do
 	echo "${d:-10} $n"
 done | sort -rn)
 
-go test -count=1 -run '^$' ./integration/ >/dev/null # build the test binary once
+# Build the test binary and the two commands it drives once, rather than
+# once per shard (each link of these is seconds of CPU on two cores).
+bin=$(mktemp -d)
 logs=$(mktemp -d)
+trap 'rm -f "$summary"; rm -rf "$bin" "$logs"' EXIT
+go build -o "$bin/sluice" ./starter
+go build -o "$bin/sluice-worker" ./worker
+go test -c -o "$bin/integration.test" ./integration/
+export SLUICE_IT_BIN=$bin
+# integration_tests ARGS... runs the integration test binary in its package
+# directory, as go test would.
+integration_tests() { (cd integration && "$bin/integration.test" -test.count=1 "$@"); }
 pids=()
 for ((k = 0; k < SHARDS; k++)); do
 	[[ -n ${names[k]} ]] || continue
-	go test -count=1 -timeout 40m -v -run "^(${names[k]})\$" ./integration/ >"$logs/shard$k.log" 2>&1 &
+	integration_tests -test.timeout 40m -test.v -test.run "^(${names[k]})\$" >"$logs/shard$k.log" 2>&1 &
 	pids[k]=$!
 done
 failed=0
 for k in "${!pids[@]}"; do
 	if wait "${pids[k]}"; then
-		grep -E '^(--- (PASS|SKIP)|ok )' "$logs/shard$k.log" || true
+		grep -E '^(--- (PASS|SKIP)|ok |PASS$)' "$logs/shard$k.log" || true
 	else
 		failed=1
 		echo "---- integration shard $k failed; its failing tests:"
@@ -102,7 +114,6 @@ done
 # What each test took here, for rebalancing integration/testdata/durations.txt.
 mkdir -p "$SLUICE_STATE"
 cat "$logs"/shard*.log | sed -nE 's/^--- (PASS|FAIL|SKIP): (Test[A-Za-z0-9_]*) \(([0-9.]+)s\)$/\3 \2/p' | sort -rn >"$SLUICE_STATE/integration-durations.txt"
-rm -rf "$logs"
 phase "integration tests, $SHARDS shards"
 if ((failed != 0)); then
 	echo "==== the integration tests that failed, and what they said:"
@@ -112,8 +123,8 @@ fi
 
 if [[ -n $exclusive ]]; then
 	log=$(mktemp)
-	if go test -count=1 -timeout 20m -v -run "^($(echo $exclusive | tr ' ' '|'))\$" ./integration/ >"$log" 2>&1; then
-		grep -E '^(--- (PASS|SKIP)|ok )' "$log" || true
+	if integration_tests -test.timeout 20m -test.v -test.run "^($(echo $exclusive | tr ' ' '|'))\$" >"$log" 2>&1; then
+		grep -E '^(--- (PASS|SKIP)|ok |PASS$)' "$log" || true
 		rm -f "$log"
 	else
 		echo "---- the exclusive integration tests failed; their log (last 400 lines):"
