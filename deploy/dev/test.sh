@@ -5,11 +5,11 @@
 #
 # The integration tests run in SLUICE_TEST_SHARDS (default 4) processes of
 # the integration test binary at once, each with its own worker and task
-# queue; inside one process tests still run one after another. Shards are balanced by each
-# test's duration in integration/testdata/durations.txt (a test missing there
-# counts as 10 s). The test binary and the sluice and sluice-worker commands
-# it drives are built once for every shard (SLUICE_IT_BIN). A test whose doc
-# comment carries the line
+# queue; inside one process tests still run one after another. Shards are
+# balanced by each test's duration in integration/testdata/durations.txt (a
+# test missing there counts as 10 s). The test binary and the sluice and
+# sluice-worker commands it drives are built once for every shard
+# (SLUICE_IT_BIN). A test whose doc comment carries the line
 # `sluice:exclusive` changes server-wide state and runs alone, after all the
 # others. With arguments (say -run X), the integration package runs as one
 # process with those arguments.
