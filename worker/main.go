@@ -41,6 +41,8 @@ func run(args []string) int {
 	admin.bind(fs)
 	var otlpEndpoint string
 	tracing.BindFlag(fs, &otlpEndpoint)
+	rolesFlag := fs.String("roles", envOr("SLUICE_WORKER_ROLES", config.DefaultRoles),
+		"comma-separated parts of sluice this worker hosts: producer (backup full, stream, incremental), broker (sync from-backup and its cold start), restore, maintenance (verify, compact) (env SLUICE_WORKER_ROLES)")
 	showVersion := fs.Bool("version", false, "print the build's module version, VCS commit and Go version, and exit (also: sluice-worker version)")
 	configPath := fs.String("config", os.Getenv("SLUICE_CONFIG"), "TOML configuration file ([temporal] and [worker] tables); flags and the environment override it (env SLUICE_CONFIG)")
 	if err := fs.Parse(args); err != nil {
@@ -57,6 +59,7 @@ func run(args []string) int {
 		fmt.Fprintf(os.Stderr, "sluice-worker: %s: unexpected argument %q (the only command is \"version\")\n", errcode.Usage, fs.Arg(0))
 		return errcode.ExitUsage
 	}
+	var file *config.File
 	if *configPath != "" {
 		f, err := config.Load(*configPath)
 		if err != nil {
@@ -65,6 +68,15 @@ func run(args []string) int {
 		if _, err := config.Apply(fs, f, os.Getenv); err != nil {
 			return refuse(err)
 		}
+		file = f
+	}
+	roles, err := workflows.ParseRoles(*rolesFlag)
+	if err != nil {
+		return refuse(err)
+	}
+	// A role's credentials are checked now, not at its first activity.
+	if err := checkRoleCredentials(file, roles); err != nil {
+		return refuse(err)
 	}
 	adminSet, err := admin.resolve()
 	if err != nil {
@@ -137,7 +149,7 @@ func run(args []string) int {
 	if err := startTaskWatch(ctx, cl, cfg, tracker, logger); err != nil {
 		return refuse(err)
 	}
-	workflows.Register(w, &activities.Activities{Health: tracker, Observe: tel})
+	workflows.RegisterRoles(w, &activities.Activities{Health: tracker, Observe: tel}, roles)
 
 	ready := &readiness{client: cl}
 	if adminSet.addr != "" {
@@ -152,7 +164,7 @@ func run(args []string) int {
 		return errcode.ExitRuntime
 	}
 	ready.started.Store(true)
-	logger.Info("sluice worker polling", "temporal", cfg.String())
+	logger.Info("sluice worker polling", "temporal", cfg.String(), "roles", workflows.RoleList(roles))
 	<-ctx.Done()
 	ready.started.Store(false)
 	w.Stop()
@@ -176,4 +188,28 @@ func envOr(name, def string) string {
 		return v
 	}
 	return def
+}
+
+// checkRoleCredentials resolves, for each role, the password references of
+// the configuration's connections that role reads: sources for producer and
+// maintenance, targets for broker, restore and maintenance. A worker whose
+// roles need a secret it cannot read refuses to start, naming it.
+func checkRoleCredentials(f *config.File, roles []workflows.Role) error {
+	for _, r := range roles {
+		var kinds []config.Kind
+		switch r {
+		case workflows.RoleProducer:
+			kinds = []config.Kind{config.Sources}
+		case workflows.RoleBroker, workflows.RoleRestore:
+			kinds = []config.Kind{config.Targets}
+		case workflows.RoleMaintenance:
+			kinds = []config.Kind{config.Sources, config.Targets}
+		}
+		for _, k := range kinds {
+			if err := f.UnresolvedPasswords(k, "role "+string(r)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }

@@ -25,13 +25,15 @@ import (
 
 var overlays = map[string]struct {
 	namespace, queue string
-	cronJob          string
+	// roles is the worker's SLUICE_WORKER_ROLES.
+	roles   string
+	cronJob string
 	// Secrets the site's worker may read, and Secrets it must not.
 	secrets, foreign []string
 }{
-	"source-site": {"sluice-source", "sluice-source", "sluice-prune",
+	"source-site": {"sluice-source", "sluice-source", "producer", "sluice-prune",
 		[]string{"sluice-source-db", "sluice-store", "sluice-admin-token", "sluice-admin-tls"}, []string{"sluice-target-db"}},
-	"target-site": {"sluice-target", "sluice-target", "sluice-verify",
+	"target-site": {"sluice-target", "sluice-target", "broker,restore,maintenance", "sluice-verify",
 		[]string{"sluice-target-db", "sluice-store", "sluice-source-readonly", "sluice-admin-token", "sluice-admin-tls"}, []string{"sluice-source-db"}},
 }
 
@@ -139,7 +141,7 @@ func TestOverlays(t *testing.T) {
 			}
 			dep := only[*appsv1.Deployment](t, objs)
 			cm := only[*corev1.ConfigMap](t, objs)
-			if cm.Data["SLUICE_TASK_QUEUE"] != want.queue || cm.Data["TEMPORAL_NAMESPACE"] != want.namespace {
+			if cm.Data["SLUICE_TASK_QUEUE"] != want.queue || cm.Data["TEMPORAL_NAMESPACE"] != want.namespace || cm.Data["SLUICE_WORKER_ROLES"] != want.roles {
 				t.Errorf("worker environment %v", cm.Data)
 			}
 			checkWorker(t, dep, cm)

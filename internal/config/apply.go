@@ -102,6 +102,8 @@ var bindings = []binding{
 		func(f *File) (string, bool) { return set(f.Worker.AdminTLSKey) }},
 	{"worker.otlp_endpoint", tracing.FlagName, tracing.EnvTracesEndpoint, "",
 		func(f *File) (string, bool) { return set(f.Worker.OTLPEndpoint) }},
+	{"worker.roles", "roles", "SLUICE_WORKER_ROLES", DefaultRoles,
+		func(f *File) (string, bool) { return set(f.Worker.Roles) }},
 }
 
 // Apply resolves every setting the file can hold, strongest layer first: a

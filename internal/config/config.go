@@ -72,6 +72,10 @@ type Temporal struct {
 	PayloadKeyEnv string
 }
 
+// DefaultRoles is sluice-worker's --roles when nothing sets it: every role
+// (workflows.Roles).
+const DefaultRoles = "producer,broker,restore,maintenance"
+
 // Worker is the [worker] table: the admin endpoint of sluice-worker and
 // where its trace spans go. The token is only ever a reference (an
 // environment variable or a file).
@@ -85,6 +89,9 @@ type Worker struct {
 	// sluice CLI reads it too, so the span of a command that starts a
 	// workflow joins the worker's trace.
 	OTLPEndpoint string
+	// Roles is the worker's --roles: a comma-separated list of the parts
+	// of sluice it hosts (empty: all).
+	Roles string
 }
 
 // Store is the [store] table.
@@ -156,4 +163,41 @@ func (f *File) Connection(kind Kind, name string) (Connection, error) {
 		defined = "it defines " + strings.Join(names, ", ")
 	}
 	return Connection{}, errcode.New(errcode.ConfigConnectionUnknown, "%s defines no %s.%s (%s)", f.Path, kind, name, defined)
+}
+
+// UnresolvedPasswords checks, in the worker that will resolve them, the
+// password references of the file's connections of kind: it returns the
+// first that does not resolve (its environment variable unset, its file
+// unreadable) as SLUICE-E-SECRET-UNRESOLVED naming the connection and the
+// reference, or nil when all do. who says what needs them ("role
+// producer"). Connections are checked in name order.
+func (f *File) UnresolvedPasswords(kind Kind, who string) error {
+	if f == nil {
+		return nil
+	}
+	conns := f.Sources
+	if kind == Targets {
+		conns = f.Targets
+	}
+	names := make([]string, 0, len(conns))
+	for n := range conns {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		ref := conns[n].Password
+		switch {
+		case ref.Env != "":
+			if _, ok := os.LookupEnv(ref.Env); !ok {
+				return errcode.New(errcode.SecretUnresolved, "%s needs the password of %s.%s (%s), but environment variable %s is not set in this worker",
+					who, kind, n, f.Path, ref.Env)
+			}
+		case ref.File != "":
+			if _, err := os.ReadFile(ref.File); err != nil {
+				return errcode.Wrap(errcode.SecretUnresolved, err, "%s needs the password of %s.%s (%s), but this worker cannot read file %s",
+					who, kind, n, f.Path, ref.File)
+			}
+		}
+	}
+	return nil
 }

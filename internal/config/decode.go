@@ -140,6 +140,7 @@ func (d *decoder) file(tree map[string]any) *File {
 					"admin_token_file": d.str(&f.Worker.AdminTokenFile),
 					"admin_tls_cert":   d.str(&f.Worker.AdminTLSCert),
 					"admin_tls_key":    d.str(&f.Worker.AdminTLSKey),
+					"roles":            d.str(&f.Worker.Roles),
 					"otlp_endpoint": func(p toml.Key, v any) {
 						d.str(&f.Worker.OTLPEndpoint)(p, v)
 						if f.Worker.OTLPEndpoint == "" {
