@@ -40,6 +40,10 @@ type harness struct {
 	bin       string
 	taskQueue string
 	temporal  string
+	// namespace is the Temporal namespace of the run (TEMPORAL_NAMESPACE,
+	// which make test sets to sluice-test; default otherwise). Workers and
+	// the CLI read the same variable.
+	namespace string
 	workerLog *lockedBuffer
 	worker    *workerProc
 }
@@ -81,6 +85,9 @@ func runMain(m *testing.M) int {
 	h.temporal = os.Getenv("TEMPORAL_ADDRESS")
 	if h.temporal == "" {
 		h.temporal = "127.0.0.1:7233"
+	}
+	if h.namespace = os.Getenv("TEMPORAL_NAMESPACE"); h.namespace == "" {
+		h.namespace = "default"
 	}
 	if c, err := net.DialTimeout("tcp", h.temporal, 2*time.Second); err != nil {
 		msg := fmt.Sprintf("integration: Temporal is not reachable at %s; start the services with `make services`", h.temporal)
@@ -162,9 +169,15 @@ func (hh *harness) startWorker() error {
 // startWorkerProc starts a worker polling taskQueue, logging into log, and
 // waits until it is ready.
 func startWorkerProc(taskQueue string, log *lockedBuffer, extraEnv ...string) (*workerProc, error) {
+	return startWorkerWithEnv(taskQueue, log, append(append(append(h.env(), sourcePasswordEnv+"="+sourcePassword), passphraseEnv()...), extraEnv...))
+}
+
+// startWorkerWithEnv starts a worker on taskQueue with exactly env (later
+// entries of a variable win).
+func startWorkerWithEnv(taskQueue string, log *lockedBuffer, env []string) (*workerProc, error) {
 	admin := freePort()
 	cmd := exec.Command(filepath.Join(h.bin, "sluice-worker"), "--admin-addr", admin, "--task-queue", taskQueue)
-	cmd.Env = append(append(append(h.env(), sourcePasswordEnv+"="+sourcePassword), passphraseEnv()...), extraEnv...)
+	cmd.Env = env
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start worker: %w", err)
@@ -264,7 +277,13 @@ func httpGet(url string) (int, error) {
 // temporalClient dials the test's Temporal server; the caller closes it.
 func temporalClient(t *testing.T) client.Client {
 	t.Helper()
-	cl, err := client.Dial(client.Options{HostPort: h.temporal})
+	return temporalClientIn(t, h.namespace)
+}
+
+// temporalClientIn is a client of namespace ns.
+func temporalClientIn(t *testing.T, ns string) client.Client {
+	t.Helper()
+	cl, err := client.Dial(client.Options{HostPort: h.temporal, Namespace: ns})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -322,6 +341,9 @@ type ownedWorker struct {
 	t     *testing.T
 	queue string
 	env   []string
+	// fullEnv, when set, is the worker's whole environment (a site
+	// worker's, which lacks the other site's secrets); env is then unused.
+	fullEnv []string
 }
 
 // ownWorker starts a worker on a queue named after name; it stops when the
@@ -346,7 +368,11 @@ func ownWorker(t *testing.T, name string, extraEnv ...string) *ownedWorker {
 // restart starts a new worker process on the same queue and log (after a kill).
 func (w *ownedWorker) restart() {
 	w.t.Helper()
-	p, err := startWorkerProc(w.queue, w.log, w.env...)
+	start := func() (*workerProc, error) { return startWorkerProc(w.queue, w.log, w.env...) }
+	if w.fullEnv != nil {
+		start = func() (*workerProc, error) { return startWorkerWithEnv(w.queue, w.log, w.fullEnv) }
+	}
+	p, err := start()
 	if err != nil {
 		w.t.Fatal(err)
 	}

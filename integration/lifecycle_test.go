@@ -85,13 +85,7 @@ func TestInterruptCancelsTheRun(t *testing.T) {
 // waitWorkflowEnd waits for the latest run of a workflow to close.
 func waitWorkflowEnd(t *testing.T, id string, within time.Duration) {
 	t.Helper()
-	cl := temporalClient(t)
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), within)
-	defer cancel()
-	if err := cl.GetWorkflow(ctx, id, "").Get(ctx, nil); err != nil {
-		t.Fatalf("workflow %s: %v", id, err)
-	}
+	waitWorkflowEndIn(t, h.namespace, id, within)
 }
 
 // runIDOf returns the run ID of workflow id's latest run ("" if none).

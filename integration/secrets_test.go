@@ -91,7 +91,7 @@ func TestPasswordsStayOutOfAFullRun(t *testing.T) {
 	}
 	var raw strings.Builder
 	for _, id := range []string{"backup-full/" + chainURL, "producer/" + chainURL, "broker/" + stream} {
-		shown, err := exec.Command("temporal", "workflow", "show", "--address", h.temporal, "--workflow-id", id, "--output", "json").CombinedOutput()
+		shown, err := exec.Command("temporal", "workflow", "show", "--address", h.temporal, "--namespace", h.namespace, "--workflow-id", id, "--output", "json").CombinedOutput()
 		if err != nil {
 			t.Fatalf("temporal workflow show %s: %v\n%s", id, err, shown)
 		}

@@ -91,7 +91,7 @@ func viaProxy(t *testing.T, dsn, addr string) string {
 
 // terminate ends a workflow through Temporal directly (cleanup only).
 func terminate(id string) error {
-	cl, err := client.Dial(client.Options{HostPort: h.temporal})
+	cl, err := client.Dial(client.Options{HostPort: h.temporal, Namespace: h.namespace})
 	if err != nil {
 		return err
 	}

@@ -33,10 +33,12 @@ type cli struct {
 	temporal       temporalcfg.Config
 	detach         bool
 	configPath     string
-	config         *config.File
-	settings       []config.Setting
-	otlpEndpoint   string
-	tracing        *tracing.Tracing
+	// site is --site: a [sites.NAME] table of the file.
+	site         string
+	config       *config.File
+	settings     []config.Setting
+	otlpEndpoint string
+	tracing      *tracing.Tracing
 }
 
 func newCLI(stdout, stderr io.Writer) *cli {

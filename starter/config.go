@@ -16,6 +16,8 @@ import (
 func (c *cli) bindConfig(root *cobra.Command) {
 	root.PersistentFlags().StringVar(&c.configPath, "config", "",
 		"configuration file (env "+config.EnvPath+"); flags and environment variables override it")
+	root.PersistentFlags().StringVar(&c.site, config.SiteFlag, os.Getenv(config.SiteEnv),
+		"a [sites.NAME] table of the configuration file: its namespace and task queue, unless --namespace / --task-queue are given (env "+config.SiteEnv+")")
 	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error { return c.loadConfig(cmd) }
 }
 
@@ -42,6 +44,15 @@ func (c *cli) loadConfig(cmd *cobra.Command) error {
 		return err
 	}
 	c.settings = settings
+	if c.site != "" {
+		site, err := c.config.Site(c.site)
+		if err != nil {
+			return err
+		}
+		if err := site.UseSite(cmd.Flags()); err != nil {
+			return err
+		}
+	}
 	if err := c.setupTracing(cmd.Context()); err != nil {
 		return err
 	}

@@ -240,3 +240,40 @@ func TestNamedConnections(t *testing.T) {
 		t.Errorf("exit %d, stderr %s", code, errOut)
 	}
 }
+
+// --site NAME takes the site's namespace and task queue from the file, over
+// the environment; a flag still wins; an unknown site is refused.
+func TestSiteFlag(t *testing.T) {
+	cleanEnv(t)
+	t.Setenv("TEMPORAL_NAMESPACE", "env-ns")
+	path := writeConfig(t, `
+[sites.target]
+namespace  = "sluice-target"
+task_queue = "sluice-target-q"
+`)
+	for _, tc := range []struct {
+		args          []string
+		wantNamespace string
+		wantQueue     string
+	}{
+		{[]string{"--config", path, "--site", "target"}, "sluice-target", "sluice-target-q"},
+		{[]string{"--config", path, "--site", "target", "--namespace", "flag-ns"}, "flag-ns", "sluice-target-q"},
+	} {
+		c, _, err := parsed(t, []string{"sync", "from-backup", "stop"}, tc.args...)
+		if err != nil {
+			t.Fatalf("%v: %v", tc.args, err)
+		}
+		if c.temporal.Namespace != tc.wantNamespace || c.temporal.TaskQueue != tc.wantQueue {
+			t.Errorf("%v: namespace %q, task queue %q; want %q, %q", tc.args, c.temporal.Namespace, c.temporal.TaskQueue, tc.wantNamespace, tc.wantQueue)
+		}
+	}
+	t.Setenv(config.SiteEnv, "target")
+	if c, _, err := parsed(t, []string{"sync", "from-backup", "stop"}, "--config", path); err != nil || c.temporal.Namespace != "sluice-target" {
+		t.Errorf("SLUICE_SITE=target: %v, namespace %q", err, c.temporal.Namespace)
+	}
+	t.Setenv(config.SiteEnv, "")
+	code, _, errOut := runCLI(t, "sync", "from-backup", "stop", "--config", path, "--site", "source", "--backup-target", "/tmp/chain", "--stream-id", "s")
+	if code != errcode.ExitUsage || !strings.Contains(errOut, string(errcode.ConfigSiteUnknown)) || !strings.Contains(errOut, "it defines target") {
+		t.Errorf("unknown site: exit %d, stderr %s", code, errOut)
+	}
+}

@@ -44,6 +44,7 @@ func run(args []string) int {
 	rolesFlag := fs.String("roles", envOr("SLUICE_WORKER_ROLES", config.DefaultRoles),
 		"comma-separated parts of sluice this worker hosts: producer (backup full, stream, incremental), broker (sync from-backup and its cold start), restore, maintenance (verify, compact) (env SLUICE_WORKER_ROLES)")
 	showVersion := fs.Bool("version", false, "print the build's module version, VCS commit and Go version, and exit (also: sluice-worker version)")
+	siteName := fs.String(config.SiteFlag, os.Getenv(config.SiteEnv), "a [sites.NAME] table of the configuration file: the site's namespace, task queue and roles, unless given as flags (env "+config.SiteEnv+")")
 	configPath := fs.String("config", os.Getenv("SLUICE_CONFIG"), "TOML configuration file ([temporal] and [worker] tables); flags and the environment override it (env SLUICE_CONFIG)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
@@ -69,6 +70,15 @@ func run(args []string) int {
 			return refuse(err)
 		}
 		file = f
+	}
+	if *siteName != "" {
+		site, err := file.Site(*siteName)
+		if err != nil {
+			return refuse(err)
+		}
+		if err := site.UseSite(fs); err != nil {
+			return refuse(err)
+		}
 	}
 	roles, err := workflows.ParseRoles(*rolesFlag)
 	if err != nil {

@@ -97,3 +97,32 @@ func TestDefaultRolesAreAll(t *testing.T) {
 		t.Fatalf("config.DefaultRoles %q, want %q", config.DefaultRoles, workflows.RoleList(workflows.Roles))
 	}
 }
+
+// --site takes the worker's roles from [sites.NAME]: a source site's worker
+// is refused for the source password it lacks, an unknown site is refused,
+// and a --roles flag beats the site's roles.
+func TestSiteGivesTheWorkerItsRoles(t *testing.T) {
+	path := siteConfig(t)
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString("\n[sites.source]\nroles = \"producer\"\n"); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	os.Unsetenv("SLUICE_TEST_SRC_PW")
+	base := []string{"--config", path, "--temporal-address", "127.0.0.1:1", "--admin-addr", ""}
+	if got := run(append([]string{"--site", "source"}, base...)); got != errcode.ExitUsage {
+		t.Errorf("--site source without the source password: exit %d, want %d", got, errcode.ExitUsage)
+	}
+	if got := run(append([]string{"--site", "elsewhere"}, base...)); got != errcode.ExitUsage {
+		t.Errorf("--site elsewhere (not in the file): exit %d, want %d", got, errcode.ExitUsage)
+	}
+	// A flag beats the site: --roles broker needs only the target's file,
+	// which is missing too, so this is refused as well, for the target.
+	t.Setenv("SLUICE_TEST_SRC_PW", "set")
+	if got := run(append([]string{"--site", "source", "--roles", "broker"}, base...)); got != errcode.ExitUsage {
+		t.Errorf("--site source --roles broker: exit %d, want %d (the target's password file is missing)", got, errcode.ExitUsage)
+	}
+}

@@ -285,26 +285,50 @@ temporal_healthy() {
 }
 
 SEARCH_ATTRIBUTES=(SluiceStream SluiceChain SluiceRole)
+# default is the demo's; make test runs in sluice-test, so the demo's
+# namespace does not gather test workflows; the two-site test runs a source
+# site and a target site in namespaces of their own.
+NAMESPACES=(default sluice-test sluice-site-source sluice-site-target)
+
+# ensure_namespaces creates the namespaces a running server lacks (one
+# started before this list grew) and waits until each answers.
+ensure_namespaces() {
+	local ns created=()
+	for ns in "${NAMESPACES[@]}"; do
+		temporal_ operator namespace describe --address "$HOST:$TEMPORAL_PORT" --namespace "$ns" --command-timeout 5s >/dev/null 2>&1 && continue
+		local out
+		if ! out=$(temporal_ operator namespace create --address "$HOST:$TEMPORAL_PORT" --namespace "$ns" --retention 24h --command-timeout 10s 2>&1) &&
+			! grep -qi 'already' <<<"$out"; then
+			die "temporal: creating namespace $ns: $out"
+		fi
+		created+=("$ns")
+	done
+	for ns in "${created[@]}"; do
+		wait_for "$WAIT_SECONDS" temporal_ operator search-attribute list --address "$HOST:$TEMPORAL_PORT" --namespace "$ns" --command-timeout 3s ||
+			die "temporal: namespace $ns was created but does not answer"
+	done
+	((${#created[@]} == 0)) || log "temporal: created namespaces ${created[*]}"
+}
 
 ensure_search_attributes() {
-	local have name missing=()
-	have=$(temporal_ operator search-attribute list --address "$HOST:$TEMPORAL_PORT" --namespace default --command-timeout 10s) ||
-		die "temporal: cannot list search attributes"
-	for name in "${SEARCH_ATTRIBUTES[@]}"; do
-		grep -qw "$name" <<<"$have" || missing+=("$name")
+	local ns have name missing
+	for ns in "${NAMESPACES[@]}"; do
+		missing=()
+		have=$(temporal_ operator search-attribute list --address "$HOST:$TEMPORAL_PORT" --namespace "$ns" --command-timeout 10s) ||
+			die "temporal: cannot list the search attributes of namespace $ns"
+		for name in "${SEARCH_ATTRIBUTES[@]}"; do
+			grep -qw "$name" <<<"$have" || missing+=("$name")
+		done
+		for name in "${missing[@]}"; do
+			local out
+			if ! out=$(temporal_ operator search-attribute create --address "$HOST:$TEMPORAL_PORT" --namespace "$ns" \
+				--name "$name" --type Keyword --command-timeout 10s 2>&1) && ! grep -qi 'already exist' <<<"$out"; then
+				die "temporal: creating search attribute $name in namespace $ns: $out"
+			fi
+		done
+		((${#missing[@]} == 0)) || log "temporal: created search attributes ${missing[*]} in namespace $ns"
 	done
-	if ((${#missing[@]} == 0)); then
-		log "temporal: search attributes ${SEARCH_ATTRIBUTES[*]} present"
-		return
-	fi
-	for name in "${missing[@]}"; do
-		local out
-		if ! out=$(temporal_ operator search-attribute create --address "$HOST:$TEMPORAL_PORT" --namespace default \
-			--name "$name" --type Keyword --command-timeout 10s 2>&1) && ! grep -qi 'already exist' <<<"$out"; then
-			die "temporal: creating search attribute $name: $out"
-		fi
-	done
-	log "temporal: created search attributes ${missing[*]}"
+	log "temporal: namespaces ${NAMESPACES[*]}, each with search attributes ${SEARCH_ATTRIBUTES[*]}"
 }
 
 ensure_temporal() {
@@ -313,12 +337,16 @@ ensure_temporal() {
 		wait_for "$WAIT_SECONDS" temporal_healthy ||
 			die "temporal: something holds $HOST:$TEMPORAL_PORT but does not answer as a Temporal server"
 		log "temporal: already running on $HOST:$TEMPORAL_PORT"
+		ensure_namespaces
 		ensure_search_attributes
 		return
 	fi
 	local args=(server start-dev --ip "$HOST" --port "$TEMPORAL_PORT" --ui-port "$TEMPORAL_UI_PORT"
-		--db-filename "$SLUICE_STATE/temporal.db" --namespace default --log-level warn)
+		--db-filename "$SLUICE_STATE/temporal.db" --log-level warn)
 	local name
+	for name in "${NAMESPACES[@]}"; do
+		args+=(--namespace "$name")
+	done
 	for name in "${SEARCH_ATTRIBUTES[@]}"; do
 		args+=(--search-attribute "$name=Keyword")
 	done
@@ -330,6 +358,7 @@ ensure_temporal() {
 		tail -n 30 "$logfile" >&2
 		die "temporal: did not become healthy within ${WAIT_SECONDS}s (log: $logfile)"
 	fi
+	ensure_namespaces
 	ensure_search_attributes
 	log "temporal: started on $HOST:$TEMPORAL_PORT, UI http://$HOST:$TEMPORAL_UI_PORT (pid $(<"$pidfile"), log $logfile)"
 }

@@ -19,6 +19,9 @@ SLUICE_STATE=${SLUICE_STATE:-$HOME/.local/state/sluice}
 # shellcheck disable=SC1091
 source "$SLUICE_STATE/services.env"
 export SLUICE_REQUIRE_SERVICES=1
+# The tests' workflows go to a namespace of their own (services.sh creates
+# it), so the demo's default namespace stays clean.
+export TEMPORAL_NAMESPACE=${SLUICE_TEST_NAMESPACE:-sluice-test}
 SHARDS=${SLUICE_TEST_SHARDS:-4}
 DURATIONS=integration/testdata/durations.txt
 

@@ -13,6 +13,8 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/spf13/pflag"
+
 	"github.com/sluicehq/sluice/internal/credentials"
 	"github.com/sluicehq/sluice/internal/errcode"
 )
@@ -53,6 +55,20 @@ type File struct {
 	Sources map[string]Connection
 	// Targets are the named target databases (--target @NAME).
 	Targets map[string]Connection
+	// Sites are the named sites of a deployment (--site NAME).
+	Sites map[string]Site
+}
+
+// Site is one [sites.NAME] table: where a site's runs live in Temporal and
+// what its worker hosts, so that commands and the worker of the site name it
+// once (--site NAME) rather than repeating --namespace and --task-queue.
+type Site struct {
+	// Namespace and TaskQueue are the site's --namespace and --task-queue
+	// (empty: not set by the site).
+	Namespace string
+	TaskQueue string
+	// Roles is the site worker's --roles (empty: not set by the site).
+	Roles string
 }
 
 // Temporal is the [temporal] table.
@@ -197,6 +213,53 @@ func (f *File) UnresolvedPasswords(kind Kind, who string) error {
 				return errcode.Wrap(errcode.SecretUnresolved, err, "%s needs the password of %s.%s (%s), but this worker cannot read file %s",
 					who, kind, n, f.Path, ref.File)
 			}
+		}
+	}
+	return nil
+}
+
+// Site returns the named site. f may be nil (no file loaded), which names
+// no site.
+func (f *File) Site(name string) (Site, error) {
+	if f == nil {
+		return Site{}, errcode.New(errcode.ConfigSiteUnknown,
+			"--site %s names a site of the configuration file, but none is loaded (--config or %s)", name, EnvPath)
+	}
+	if s, ok := f.Sites[name]; ok {
+		return s, nil
+	}
+	names := make([]string, 0, len(f.Sites))
+	for n := range f.Sites {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	defined := "it defines none"
+	if len(names) > 0 {
+		defined = "it defines " + strings.Join(names, ", ")
+	}
+	return Site{}, errcode.New(errcode.ConfigSiteUnknown, "--site %s: %s defines no sites.%s (%s)", name, f.Path, name, defined)
+}
+
+// SiteFlag is the flag (and SiteEnv its variable) that picks a site of the
+// file for a command or a worker.
+const (
+	SiteFlag = "site"
+	SiteEnv  = "SLUICE_SITE"
+)
+
+// UseSite fills the flags of fs the site sets (--namespace, --task-queue,
+// and --roles where fs has it) unless the command line gave them: a site
+// counts above the environment and the [temporal] table, below a flag.
+func (s Site) UseSite(fs *pflag.FlagSet) error {
+	for _, kv := range []struct{ flag, value string }{
+		{"namespace", s.Namespace}, {"task-queue", s.TaskQueue}, {"roles", s.Roles},
+	} {
+		fl := fs.Lookup(kv.flag)
+		if fl == nil || kv.value == "" || fl.Changed {
+			continue
+		}
+		if err := fl.Value.Set(kv.value); err != nil {
+			return errcode.Wrap(errcode.ConfigInvalid, err, "--%s from the site", kv.flag)
 		}
 	}
 	return nil

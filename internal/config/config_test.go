@@ -64,6 +64,9 @@ func TestExampleFile(t *testing.T) {
 	if scratch, _ := f.Connection(Targets, "scratch"); !scratch.Password.IsZero() || scratch.Driver != DefaultDriver {
 		t.Errorf("targets.scratch: %+v", scratch)
 	}
+	if s, err := f.Site("target"); err != nil || s != (Site{Namespace: "sluice-target", TaskQueue: "sluice-target", Roles: "broker,restore,maintenance"}) {
+		t.Errorf("sites.target: %+v, %v", s, err)
+	}
 }
 
 // The example in docs/configuration.md is the tested one.

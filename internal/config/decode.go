@@ -100,7 +100,7 @@ func (d *decoder) boolean(dst **bool) fieldFunc {
 }
 
 func (d *decoder) file(tree map[string]any) *File {
-	f := &File{Sources: map[string]Connection{}, Targets: map[string]Connection{}}
+	f := &File{Sources: map[string]Connection{}, Targets: map[string]Connection{}, Sites: map[string]Site{}}
 	d.fields(nil, tree, map[string]fieldFunc{
 		"temporal": func(p toml.Key, v any) {
 			if m, ok := d.table(p, v); ok {
@@ -155,6 +155,7 @@ func (d *decoder) file(tree map[string]any) *File {
 		},
 		string(Sources): func(p toml.Key, v any) { d.connections(p, v, Sources, f.Sources) },
 		string(Targets): func(p toml.Key, v any) { d.connections(p, v, Targets, f.Targets) },
+		"sites":         func(p toml.Key, v any) { d.sites(p, v, f.Sites) },
 	})
 	return f
 }
@@ -203,6 +204,32 @@ func (d *decoder) connections(path toml.Key, v any, kind Kind, out map[string]Co
 			d.badValue(p, "dsn is required")
 		}
 		out[name] = c
+	}
+}
+
+// sites reads the [sites.NAME] tables.
+func (d *decoder) sites(path toml.Key, v any, out map[string]Site) {
+	m, ok := d.table(path, v)
+	if !ok {
+		return
+	}
+	for _, name := range sortedKeys(m) {
+		p := child(path, name)
+		if !connectionName.MatchString(name) {
+			d.badValue(p, "a site name uses only letters, digits, '-' and '_'")
+			continue
+		}
+		sm, ok := d.table(p, m[name])
+		if !ok {
+			continue
+		}
+		var s Site
+		d.fields(p, sm, map[string]fieldFunc{
+			"namespace":  d.str(&s.Namespace),
+			"task_queue": d.str(&s.TaskQueue),
+			"roles":      d.str(&s.Roles),
+		})
+		out[name] = s
 	}
 }
 

@@ -190,6 +190,9 @@ var (
 	ConfigFileInvalid = register("SLUICE-E-CONFIG-FILE-INVALID", ExitUsage,
 		"A key of the configuration file has a value of the wrong type or an unusable value; the message names its path.",
 		"Correct the values named; docs/configuration.md gives the type of every key.")
+	ConfigSiteUnknown = register("SLUICE-E-CONFIG-SITE-UNKNOWN", ExitUsage,
+		"A --site NAME (or SLUICE_SITE) names a site the configuration file does not define, or no configuration file is loaded.",
+		"Define [sites.NAME] (namespace, task_queue, roles) in the file given by --config or SLUICE_CONFIG, or give --namespace and --task-queue instead of --site.")
 	ConfigConnectionUnknown = register("SLUICE-E-CONFIG-CONNECTION-UNKNOWN", ExitUsage,
 		"A --source @NAME or --target @NAME names a connection the configuration file does not define, or no configuration file is loaded.",
 		"Define [sources.NAME] or [targets.NAME] in the file given by --config or SLUICE_CONFIG, or pass the DSN itself.")
