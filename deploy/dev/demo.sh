@@ -192,7 +192,7 @@ SQL
 
 rm -rf "$SLUICE_STATE/demo/chain" "$SQLITE_FILE" "$SQLITE_FILE"-wal "$SQLITE_FILE"-shm
 mkdir -p "$SLUICE_STATE/demo"
-say "Temporal UI: http://127.0.0.1:8233 (namespace default)"
+say "Temporal UI: http://127.0.0.1:8233 (namespace ${TEMPORAL_NAMESPACE:-default})"
 say "full backup of $SRC_DB into $CHAIN, anchored on its own replication slot"
 $SLUICE backup full --source "$SRC" --target "$CHAIN" --chain-slot
 say "starting the producer (an incremental every 2 s, a new segment every 20)"
