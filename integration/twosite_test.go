@@ -158,7 +158,7 @@ func workflowIn(t *testing.T, ns, id string) bool {
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	_, err := cl.DescribeWorkflowExecution(ctx, id, "")
+	_, err := cl.DescribeWorkflow(ctx, id, "")
 	return err == nil
 }
 
