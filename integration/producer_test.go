@@ -488,3 +488,50 @@ func TestStreamKeepsOneReplicationConnection(t *testing.T) {
 	}
 	waitSlotActive(t, src, false)
 }
+
+// The source ends the stream's replication connection again and again (the
+// walsender terminated, as a DBA or a failover would), while the session
+// is parked between windows or reading inside one: the producer opens a new
+// session and goes on, and the chain holds every transaction exactly once.
+func TestStreamSurvivesItsReplicationConnectionTerminated(t *testing.T) {
+	src := testenv.CreateDB(t, "walkill")
+	testenv.Exec(t, src, `CREATE TABLE t (id int PRIMARY KEY, v text)`)
+	chainURL := fileChain(t)
+	mustSluice(t, "backup", "full", "--source", testenv.DSN(src), "--target", chainURL, "--chain-slot")
+	mustSluice(t, "backup", "stream", "run", "--source", testenv.DSN(src), "--target", chainURL, "--rollover-window", "400ms", "--detach")
+	waitSlotActive(t, src, true)
+	const steps = 80
+	terminated := 0
+	for i := 1; i <= steps; i++ {
+		testenv.Exec(t, src, fmt.Sprintf(`INSERT INTO t VALUES (%d, 'x')`, i))
+		if i%8 == 0 {
+			// The producer is back on the slot (after the last
+			// termination's retry) before it is cut again.
+			waitSlotActive(t, src, true)
+			var n string
+			if err := queryString(src, `SELECT count(pg_terminate_backend(active_pid))::text FROM pg_replication_slots
+				WHERE database = current_database() AND NOT temporary AND active`, &n); err != nil {
+				t.Fatal(err)
+			}
+			if n == "1" {
+				terminated++
+			}
+		}
+		time.Sleep(60 * time.Millisecond)
+	}
+	waitCaughtUp(t, src, 2*time.Minute)
+	mustSluice(t, "backup", "stream", "stop", "--target", chainURL)
+	waitWorkflowEnd(t, "producer/"+chainURL, time.Minute)
+	if terminated < 8 {
+		t.Fatalf("only %d of 10 terminations found the stream's connection: the test did not exercise it", terminated)
+	}
+	// chainAudit refuses a transaction recorded twice and an incremental
+	// that does not start where its parent ended.
+	if txs, _ := chainAudit(t, chainURL); txs != steps {
+		t.Fatalf("the chain holds %d transactions after %d terminations, want the %d inserts once each", txs, terminated, steps)
+	}
+	dst := testenv.CreateDB(t, "walkilldst")
+	mustSluice(t, "restore", "--backup-target", chainURL, "--target", testenv.DSN(dst))
+	requireSameRows(t, src, dst)
+	t.Logf("%d walsender terminations; the chain holds all %d transactions once", terminated, steps)
+}

@@ -31,6 +31,9 @@ type fakeWindow struct {
 	// after, when set, runs once the records were delivered, before Next
 	// returns: another producer may commit meanwhile.
 	after func()
+	// fail, when set, is what Next returns at once, delivering nothing (a
+	// session whose connection was lost).
+	fail error
 }
 
 // confirmation is one Confirm call and what the catalog named when it came.
@@ -105,6 +108,9 @@ func (c *fakeCapture) Next(_ context.Context, lim source.Limits, sink source.Sin
 	s.windows = s.windows[1:]
 	if fw.before != lim.Before {
 		s.t.Errorf("window asked with Before %q, want %q", lim.Before, fw.before)
+	}
+	if fw.fail != nil {
+		return source.Window{End: c.pos}, fw.fail
 	}
 	w := source.Window{End: c.pos}
 	for i := range fw.records {

@@ -107,31 +107,38 @@ func (o *Options) defaults() error {
 // with reuse, it takes back the session the owner's last window parked at
 // that tip instead, when there is one.
 func openTip(ctx context.Context, ch *chain.Chain, o Options, reuse bool) (*chain.Catalog, source.Capture, error) {
+	cat, capt, _, err := openOrResume(ctx, ch, o, reuse)
+	return cat, capt, err
+}
+
+// openOrResume is openTip that also says whether the session was taken back
+// from Sessions rather than opened.
+func openOrResume(ctx context.Context, ch *chain.Chain, o Options, reuse bool) (*chain.Catalog, source.Capture, bool, error) {
 	// A catalog read from the store passed ValidateCatalog's checks.
 	cat, err := o.Catalogs.Latest(ctx, ch)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, false, err
 	}
 	if engine := o.Source.Engine(); cat.Source.Engine != engine {
-		return nil, nil, errcode.New(errcode.ConfigInvalid, "the chain's source engine is %q; this producer reads %s", cat.Source.Engine, engine)
+		return nil, nil, false, errcode.New(errcode.ConfigInvalid, "the chain's source engine is %q; this producer reads %s", cat.Source.Engine, engine)
 	}
 	if parked := o.Sessions.take(cat.ChainID, o.stream(), o.Owner, cat.Tip().ID, cat.Tip().EndPosition); parked != nil {
 		if reuse {
-			return cat, parked, nil
+			return cat, parked, true, nil
 		}
 		parked.Close()
 	}
 	schema, err := ch.SchemaAt(ctx, cat, cat.Tip().ID)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, false, err
 	}
 	capt, err := o.Source.OpenCapture(ctx, source.CaptureOptions{
 		Source: cat.Source, Start: cat.Tip().EndPosition, Schema: schema, Owner: o.Owner, OnTakeOver: o.OnTakeOver,
 	})
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, false, err
 	}
-	return cat, capt, nil
+	return cat, capt, false, nil
 }
 
 // Window captures one window from the chain's tip and commits it as an
@@ -142,13 +149,13 @@ func Window(ctx context.Context, ch *chain.Chain, o Options, lim source.Limits) 
 	if err := o.defaults(); err != nil {
 		return Result{}, err
 	}
-	cat, capt, err := openTip(ctx, ch, o, true)
+	cat, capt, resumed, err := openOrResume(ctx, ch, o, true)
 	if err != nil {
 		return Result{}, err
 	}
 	parked := false
 	defer func() {
-		if !parked {
+		if !parked && capt != nil {
 			capt.Close()
 		}
 	}()
@@ -158,7 +165,21 @@ func Window(ctx context.Context, ch *chain.Chain, o Options, lim source.Limits) 
 		}
 	}
 	w := newChangeWriter(ch, o.AttemptID, o.ChunkBytes)
-	win, err := capt.Next(ctx, lim, w.add(ctx))
+	sink := w.add(ctx)
+	delivered := false
+	win, err := capt.Next(ctx, lim, func(c *chain.Change) error { delivered = true; return sink(c) })
+	if err != nil && resumed && !delivered && ctx.Err() == nil {
+		// A session parked since the last window may have lost its
+		// connection meanwhile (the source restarted, say): it delivered
+		// nothing, so open a fresh one at the same tip, once, rather than
+		// fail the window.
+		capt.Close()
+		capt = nil
+		if cat, capt, err = openTip(ctx, ch, o, false); err != nil {
+			return Result{}, err
+		}
+		win, err = capt.Next(ctx, lim, sink)
+	}
 	if err != nil {
 		w.cleanup()
 		return Result{}, err

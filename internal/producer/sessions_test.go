@@ -2,6 +2,7 @@ package producer
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -168,5 +169,38 @@ func TestAnotherStreamLeavesAParkedSessionAlone(t *testing.T) {
 	if s.Parked() != 1 || src.closed.Load() != 1 || len(src.opened) != 2 {
 		t.Fatalf("%d parked, %d closed, %d opened; want the stream's session still parked and the one-shot's own closed",
 			s.Parked(), src.closed.Load(), len(src.opened))
+	}
+}
+
+// A resumed session that fails before delivering anything (its connection
+// was lost while parked) is replaced by a fresh one at the same tip, within
+// the same window; one that fails after delivering fails the window.
+func TestALostParkedSessionIsReopenedOnce(t *testing.T) {
+	ctx := context.Background()
+	ch, _ := newChain(t)
+	lost := errors.New("connection reset by peer")
+	src := newFakeSource(t, ch,
+		fakeWindow{records: chaintest.Txn(7, insert("public.t", "1")), end: "0/300"},
+		fakeWindow{fail: lost},
+		fakeWindow{records: chaintest.Txn(8, insert("public.t", "2")), end: "0/380"})
+	var s Sessions
+	if _, err := Window(ctx, ch, streamOptions(src, "attempt-1", &s), source.Limits{}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := Window(ctx, ch, streamOptions(src, "attempt-2", &s), source.Limits{})
+	if err != nil {
+		t.Fatalf("the window after a lost parked session: %v", err)
+	}
+	if !res.Committed || res.Start != "0/300" || res.End != "0/380" {
+		t.Errorf("window %+v, want 0/300..0/380 committed", res)
+	}
+	if len(src.opened) != 2 || src.opened[1].Start != "0/300" || src.closed.Load() != 1 {
+		t.Errorf("opened %d sessions (second at %+v), closed %d; want the lost one closed and one opened at 0/300", len(src.opened), src.opened, src.closed.Load())
+	}
+	// A fresh session that fails is not tried again.
+	src.windows = []fakeWindow{{fail: lost}}
+	s.Drop("producer/test")
+	if _, err := Window(ctx, ch, streamOptions(src, "attempt-3", &s), source.Limits{}); !errors.Is(err, lost) {
+		t.Errorf("a fresh session's failure: %v, want it returned", err)
 	}
 }

@@ -60,7 +60,15 @@ type Capture struct {
 	// server took it).
 	confirmed pglogrepl.LSN
 	// received is the furthest position the server reported sending.
-	received  pglogrepl.LSN
+	received pglogrepl.LSN
+	// drained is the furthest server WAL end a keepalive reported while
+	// the current window stood between transactions it had delivered: once
+	// the window is committed (Confirm), nothing before it is missing from
+	// the chain. Without it, a session kept across windows on a quiet
+	// source would never move the slot past the last transaction: the
+	// server pings only while the client has not acknowledged what it
+	// sent, and this client acknowledges every keepalive's position.
+	drained   pglogrepl.LSN
 	relations map[uint32]*pglogrepl.RelationMessageV2
 	tracker   *schemaTracker
 	lastSent  time.Time
@@ -238,6 +246,12 @@ func (c *Capture) Confirm(ctx context.Context, pos string) error {
 	if lsn > c.safe {
 		c.safe = lsn
 	}
+	if c.drained > c.safe && c.drained >= lsn {
+		// The window that ends at pos was committed, and the server
+		// had sent everything before drained while it was open.
+		c.safe = c.drained
+	}
+	c.drained = 0
 	return c.confirm(ctx)
 }
 
@@ -275,6 +289,7 @@ func (c *Capture) Next(ctx context.Context, lim source.Limits, sink source.Sink)
 	}
 	w := source.Window{End: c.start.String()}
 	end := c.start
+	c.drained = 0
 	began := time.Now()
 	lastTx := began
 	inTx := false
@@ -360,6 +375,11 @@ func (c *Capture) Next(ctx context.Context, lim source.Limits, sink source.Sink)
 					return w, fmt.Errorf("parse keepalive: %w", err)
 				}
 				c.received = max(c.received, ka.ServerWALEnd)
+				if !inTx && w.Transactions > 0 && before == 0 && ka.ServerWALEnd > c.drained {
+					// Everything before this point is in the window; it is
+					// safe once the window is committed.
+					c.drained = ka.ServerWALEnd
+				}
 				if !inTx && w.Transactions == 0 {
 					if ka.ServerWALEnd > c.safe {
 						// Nothing is pending: every transaction before this
