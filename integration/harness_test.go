@@ -352,6 +352,14 @@ func ownWorker(t *testing.T, name string, extraEnv ...string) *ownedWorker {
 	t.Helper()
 	w := &ownedWorker{t: t, queue: fmt.Sprintf("%s-%s", h.taskQueue, name), env: extraEnv}
 	p, err := startWorkerProc(w.queue, &lockedBuffer{}, extraEnv...)
+	return w.owned(p, err)
+}
+
+// owned takes the started process p (or fails the test with err), and stops
+// it when the test ends, showing its log if the test failed.
+func (w *ownedWorker) owned(p *workerProc, err error) *ownedWorker {
+	t := w.t
+	t.Helper()
 	if err != nil {
 		t.Fatal(err)
 	}

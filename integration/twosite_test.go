@@ -64,17 +64,7 @@ func siteWorker(t *testing.T, config, site, queue string, secrets ...string) *ow
 	env = append(env, secrets...)
 	w := &ownedWorker{t: t, queue: queue, fullEnv: env}
 	p, err := startWorkerWithEnv(w.queue, &lockedBuffer{}, env)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w.workerProc = p
-	t.Cleanup(func() {
-		w.stop()
-		if t.Failed() {
-			t.Logf("worker log (%s):\n%s", w.queue, tail(w.log.String(), 12000))
-		}
-	})
-	return w
+	return w.owned(p, err)
 }
 
 // The deployment sluice exists for: a producer beside the source and a

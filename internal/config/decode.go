@@ -162,7 +162,10 @@ func (d *decoder) file(tree map[string]any) *File {
 
 var connectionName = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
 
-func (d *decoder) connections(path toml.Key, v any, kind Kind, out map[string]Connection) {
+// named walks a table of named tables ([sources.NAME], [sites.NAME]) in name
+// order, refusing names other than letters, digits, '-' and '_', and calls
+// each with the name, its path and its table.
+func (d *decoder) named(path toml.Key, v any, what string, each func(name string, p toml.Key, m map[string]any)) {
 	m, ok := d.table(path, v)
 	if !ok {
 		return
@@ -170,13 +173,17 @@ func (d *decoder) connections(path toml.Key, v any, kind Kind, out map[string]Co
 	for _, name := range sortedKeys(m) {
 		p := child(path, name)
 		if !connectionName.MatchString(name) {
-			d.badValue(p, "a connection name uses only letters, digits, '-' and '_'")
+			d.badValue(p, "a %s name uses only letters, digits, '-' and '_'", what)
 			continue
 		}
-		cm, ok := d.table(p, m[name])
-		if !ok {
-			continue
+		if nm, ok := d.table(p, m[name]); ok {
+			each(name, p, nm)
 		}
+	}
+}
+
+func (d *decoder) connections(path toml.Key, v any, kind Kind, out map[string]Connection) {
+	d.named(path, v, "connection", func(name string, p toml.Key, cm map[string]any) {
 		c := Connection{Driver: DefaultDriver}
 		d.fields(p, cm, map[string]fieldFunc{
 			"driver": func(p toml.Key, v any) {
@@ -204,25 +211,12 @@ func (d *decoder) connections(path toml.Key, v any, kind Kind, out map[string]Co
 			d.badValue(p, "dsn is required")
 		}
 		out[name] = c
-	}
+	})
 }
 
 // sites reads the [sites.NAME] tables.
 func (d *decoder) sites(path toml.Key, v any, out map[string]Site) {
-	m, ok := d.table(path, v)
-	if !ok {
-		return
-	}
-	for _, name := range sortedKeys(m) {
-		p := child(path, name)
-		if !connectionName.MatchString(name) {
-			d.badValue(p, "a site name uses only letters, digits, '-' and '_'")
-			continue
-		}
-		sm, ok := d.table(p, m[name])
-		if !ok {
-			continue
-		}
+	d.named(path, v, "site", func(name string, p toml.Key, sm map[string]any) {
 		var s Site
 		d.fields(p, sm, map[string]fieldFunc{
 			"namespace":  d.str(&s.Namespace),
@@ -230,7 +224,7 @@ func (d *decoder) sites(path toml.Key, v any, out map[string]Site) {
 			"roles":      d.str(&s.Roles),
 		})
 		out[name] = s
-	}
+	})
 }
 
 // secret reads a password reference. Anything but a table is a password
