@@ -9,6 +9,7 @@
 package config
 
 import (
+	"fmt"
 	"os"
 	"sort"
 	"strings"
@@ -162,23 +163,42 @@ func (f *File) Connection(kind Kind, name string) (Connection, error) {
 		return Connection{}, errcode.New(errcode.ConfigConnectionUnknown,
 			"@%s names a connection of %s, but no configuration file is loaded (--config or %s)", name, kind, EnvPath)
 	}
-	conns := f.Sources
-	if kind == Targets {
-		conns = f.Targets
-	}
+	conns := f.connections(kind)
 	if c, ok := conns[name]; ok {
 		return c, nil
 	}
-	names := make([]string, 0, len(conns))
-	for n := range conns {
-		names = append(names, "@"+n)
+	return Connection{}, errcode.New(errcode.ConfigConnectionUnknown, "%s defines no %s.%s (%s)", f.Path, kind, name, defines(conns, "@"))
+}
+
+// connections returns the file's connections of kind.
+func (f *File) connections(kind Kind) map[string]Connection {
+	if kind == Targets {
+		return f.Targets
+	}
+	return f.Sources
+}
+
+// defines says which names a table of named tables holds, each after
+// prefix, in name order: "it defines @a, @b" or "it defines none".
+func defines[T any](m map[string]T, prefix string) string {
+	names := sortedNames(m)
+	if len(names) == 0 {
+		return "it defines none"
+	}
+	for i, n := range names {
+		names[i] = prefix + n
+	}
+	return "it defines " + strings.Join(names, ", ")
+}
+
+// sortedNames returns m's keys in order.
+func sortedNames[T any](m map[string]T) []string {
+	names := make([]string, 0, len(m))
+	for n := range m {
+		names = append(names, n)
 	}
 	sort.Strings(names)
-	defined := "it defines none"
-	if len(names) > 0 {
-		defined = "it defines " + strings.Join(names, ", ")
-	}
-	return Connection{}, errcode.New(errcode.ConfigConnectionUnknown, "%s defines no %s.%s (%s)", f.Path, kind, name, defined)
+	return names
 }
 
 // UnresolvedPasswords checks, in the worker that will resolve them, the
@@ -191,28 +211,11 @@ func (f *File) UnresolvedPasswords(kind Kind, who string) error {
 	if f == nil {
 		return nil
 	}
-	conns := f.Sources
-	if kind == Targets {
-		conns = f.Targets
-	}
-	names := make([]string, 0, len(conns))
-	for n := range conns {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		ref := conns[n].Password
-		switch {
-		case ref.Env != "":
-			if _, ok := os.LookupEnv(ref.Env); !ok {
-				return errcode.New(errcode.SecretUnresolved, "%s needs the password of %s.%s (%s), but environment variable %s is not set in this worker",
-					who, kind, n, f.Path, ref.Env)
-			}
-		case ref.File != "":
-			if _, err := os.ReadFile(ref.File); err != nil {
-				return errcode.Wrap(errcode.SecretUnresolved, err, "%s needs the password of %s.%s (%s), but this worker cannot read file %s",
-					who, kind, n, f.Path, ref.File)
-			}
+	conns := f.connections(kind)
+	for _, n := range sortedNames(conns) {
+		// The worker's own resolution, as its activities will run it.
+		if _, err := conns[n].Ref().Resolve(); err != nil {
+			return fmt.Errorf("%s needs the password of %s.%s (%s): %w", who, kind, n, f.Path, err)
 		}
 	}
 	return nil
@@ -228,16 +231,7 @@ func (f *File) Site(name string) (Site, error) {
 	if s, ok := f.Sites[name]; ok {
 		return s, nil
 	}
-	names := make([]string, 0, len(f.Sites))
-	for n := range f.Sites {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	defined := "it defines none"
-	if len(names) > 0 {
-		defined = "it defines " + strings.Join(names, ", ")
-	}
-	return Site{}, errcode.New(errcode.ConfigSiteUnknown, "--site %s: %s defines no sites.%s (%s)", name, f.Path, name, defined)
+	return Site{}, errcode.New(errcode.ConfigSiteUnknown, "--site %s: %s defines no sites.%s (%s)", name, f.Path, name, defines(f.Sites, ""))
 }
 
 // SiteFlag is the flag (and SiteEnv its variable) that picks a site of the

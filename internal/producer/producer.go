@@ -105,18 +105,10 @@ func (o *Options) defaults() error {
 // openTip loads the catalog, checks the chain is of the source's engine, and
 // opens a capture session at the tip's end with the schema as of the tip;
 // with reuse, it takes back the session the owner's last window parked at
-// that tip instead, when there is one.
-func openTip(ctx context.Context, ch *chain.Chain, o Options, reuse bool) (*chain.Catalog, source.Capture, error) {
-	cat, capt, _, err := openOrResume(ctx, ch, o, reuse)
-	return cat, capt, err
-}
-
-// openOrResume is openTip that also says whether the session was taken back
-// from Sessions rather than opened.
-func openOrResume(ctx context.Context, ch *chain.Chain, o Options, reuse bool) (*chain.Catalog, source.Capture, bool, error) {
+// that tip instead, when there is one (resumed says so).
+func openTip(ctx context.Context, ch *chain.Chain, o Options, reuse bool) (cat *chain.Catalog, capt source.Capture, resumed bool, err error) {
 	// A catalog read from the store passed ValidateCatalog's checks.
-	cat, err := o.Catalogs.Latest(ctx, ch)
-	if err != nil {
+	if cat, err = o.Catalogs.Latest(ctx, ch); err != nil {
 		return nil, nil, false, err
 	}
 	if engine := o.Source.Engine(); cat.Source.Engine != engine {
@@ -132,10 +124,9 @@ func openOrResume(ctx context.Context, ch *chain.Chain, o Options, reuse bool) (
 	if err != nil {
 		return nil, nil, false, err
 	}
-	capt, err := o.Source.OpenCapture(ctx, source.CaptureOptions{
+	if capt, err = o.Source.OpenCapture(ctx, source.CaptureOptions{
 		Source: cat.Source, Start: cat.Tip().EndPosition, Schema: schema, Owner: o.Owner, OnTakeOver: o.OnTakeOver,
-	})
-	if err != nil {
+	}); err != nil {
 		return nil, nil, false, err
 	}
 	return cat, capt, false, nil
@@ -149,7 +140,7 @@ func Window(ctx context.Context, ch *chain.Chain, o Options, lim source.Limits) 
 	if err := o.defaults(); err != nil {
 		return Result{}, err
 	}
-	cat, capt, resumed, err := openOrResume(ctx, ch, o, true)
+	cat, capt, resumed, err := openTip(ctx, ch, o, true)
 	if err != nil {
 		return Result{}, err
 	}
@@ -175,7 +166,7 @@ func Window(ctx context.Context, ch *chain.Chain, o Options, lim source.Limits) 
 		// fail the window.
 		capt.Close()
 		capt = nil
-		if cat, capt, err = openTip(ctx, ch, o, false); err != nil {
+		if cat, capt, _, err = openTip(ctx, ch, o, false); err != nil {
 			return Result{}, err
 		}
 		win, err = capt.Next(ctx, lim, sink)
@@ -234,7 +225,7 @@ func Rotate(ctx context.Context, ch *chain.Chain, o Options) (Result, error) {
 	if err := o.defaults(); err != nil {
 		return Result{}, err
 	}
-	cat, capt, err := openTip(ctx, ch, o, false)
+	cat, capt, _, err := openTip(ctx, ch, o, false)
 	if err != nil {
 		return Result{}, err
 	}

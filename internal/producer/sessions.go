@@ -129,7 +129,7 @@ func (s *Sessions) Drop(owner string) {
 	}
 }
 
-// Parked reports how many sessions are parked (for tests and metrics).
+// Parked reports how many sessions are parked.
 func (s *Sessions) Parked() int {
 	if s == nil {
 		return 0
