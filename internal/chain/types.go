@@ -132,6 +132,10 @@ type Manifest struct {
 	// ApplyIdentity is true when every change that has one carries its source
 	// transaction ID and ordinal.
 	ApplyIdentity bool `json:"apply_identity,omitempty"`
+	// Filters is set on a full whose producer filtered or masked what
+	// crossed (--include-table, --exclude-table, --exclude-column, --mask);
+	// it holds for the full's whole segment. Nil: everything crossed.
+	Filters *Filters `json:"filters,omitempty"`
 
 	// recordsDigest and layout are set on a manifest a layout was applied
 	// to (Layout.Apply); neither is part of the manifest's content.

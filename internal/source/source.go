@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/chain"
+	"github.com/sluicehq/sluice/internal/filter"
 )
 
 // Source is one source database, opened by Open with the driver's options.
@@ -78,6 +79,13 @@ type FullOptions struct {
 	AfterSnapshot func(context.Context) error
 	// Now returns the time recorded in the manifest (default time.Now).
 	Now func() time.Time
+	// Filter decides which tables and columns cross and masks values
+	// before they are encoded (nil: everything crosses as is). The engine
+	// reads only the tables it includes, records each through
+	// Filter.ShapeSchema, passes every row through its table's Shape, and
+	// records Filter.Record() in the full's manifest. Its refusals come
+	// before the engine creates any slot or publication.
+	Filter *filter.Filter
 }
 
 // CaptureOptions configure a capture session on a chain's log.
@@ -99,6 +107,14 @@ type CaptureOptions struct {
 	// OnTakeOver, when set, is told the ID of a session the capture ended
 	// to take the log over (PostgreSQL: the backend's process ID).
 	OnTakeOver func(session int64)
+	// Filter is the filter the chain's segment was written with (nil:
+	// none). Schema is already shaped by it; the capture compares what the
+	// log says of a table with Schema only after shaping it through
+	// Filter.Shape, skips the row changes of tables it does not include
+	// (their transactions still pass, so positions move), leaves excluded
+	// tables out of truncates and schema changes, and passes every row
+	// image through its table's Shape.Project.
+	Filter *filter.Filter
 }
 
 // Capture reads whole source transactions from a chain's log, one window at

@@ -1,0 +1,69 @@
+package chain
+
+// Filters records what a segment's producer left out of the chain or
+// masked before anything was encoded, so every reader knows what the
+// segment does not hold. A full's manifest carries it; the incrementals of
+// its segment were captured under the same filters (changing them starts a
+// new segment). It never holds a mask key, only a fingerprint of it.
+type Filters struct {
+	// IncludeTables and ExcludeTables are the table patterns as given
+	// (globs over "schema.table"; MySQL family: "db.table").
+	IncludeTables []string `json:"include_tables,omitempty"`
+	ExcludeTables []string `json:"exclude_tables,omitempty"`
+	// ExcludeColumns are the columns left out, "schema.table.column", as
+	// given.
+	ExcludeColumns []string `json:"exclude_columns,omitempty"`
+	// Masks are the masked columns and their strategies.
+	Masks []MaskRecord `json:"masks,omitempty"`
+}
+
+// MaskRecord is one masked column as the chain records it.
+type MaskRecord struct {
+	// Column is "schema.table.column".
+	Column string `json:"column"`
+	// Strategy is the strategy as given ("hash", "email", "null",
+	// "fixed:VALUE", "truncate:N", "keep-last:N").
+	Strategy string `json:"strategy"`
+	// KeyID fingerprints the key a keyed strategy (hash, email) used: the
+	// first 16 hex characters of HMAC-SHA256(key, "sluice mask key id").
+	// It names the key without revealing it; empty for unkeyed strategies.
+	KeyID string `json:"key_id,omitempty"`
+}
+
+// Empty reports whether f filters nothing (nil counts as empty).
+func (f *Filters) Empty() bool {
+	return f == nil || (len(f.IncludeTables) == 0 && len(f.ExcludeTables) == 0 && len(f.ExcludeColumns) == 0 && len(f.Masks) == 0)
+}
+
+// Equal reports whether f and g filter alike (nil equals empty).
+func (f *Filters) Equal(g *Filters) bool {
+	if f.Empty() || g.Empty() {
+		return f.Empty() == g.Empty()
+	}
+	return equalStrings(f.IncludeTables, g.IncludeTables) && equalStrings(f.ExcludeTables, g.ExcludeTables) &&
+		equalStrings(f.ExcludeColumns, g.ExcludeColumns) && equalMasks(f.Masks, g.Masks)
+}
+
+func equalStrings(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func equalMasks(a, b []MaskRecord) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
