@@ -3,11 +3,13 @@ package activities
 import (
 	"context"
 	"fmt"
+	"os"
 	"sync"
 
 	"go.temporal.io/sdk/activity"
 
 	"github.com/sluicehq/sluice/internal/credentials"
+	"github.com/sluicehq/sluice/internal/filter"
 	"github.com/sluicehq/sluice/internal/source"
 )
 
@@ -26,6 +28,9 @@ type FullBackupParams struct {
 	SlotName           string `json:"slot_name,omitempty"`
 	Publication        string `json:"publication,omitempty"`
 	SetReplicaIdentity string `json:"set_replica_identity,omitempty"`
+	// Filter is what crosses into the chain: table patterns, excluded
+	// columns and masks, the mask key by reference only (issue 29).
+	Filter filter.Spec `json:"filter,omitzero"`
 }
 
 // FullBackupResult is what a committed full reports: IDs and counts, never data.
@@ -60,6 +65,10 @@ func (a *Activities) FullBackup(ctx context.Context, p FullBackupParams) (FullBa
 		return FullBackupResult{}, a.temporalError(err)
 	}
 	defer src.Close()
+	flt, err := filter.Compile(p.Filter, os.LookupEnv)
+	if err != nil {
+		return FullBackupResult{}, a.temporalError(err)
+	}
 	ch, err := a.openChain(ctx, p.Store)
 	if err != nil {
 		return FullBackupResult{}, a.temporalError(err)
@@ -76,6 +85,7 @@ func (a *Activities) FullBackup(ctx context.Context, p FullBackupParams) (FullBa
 	m, err := src.FullBackup(ctx, ch, source.FullOptions{
 		ChainLog:  p.ChainSlot,
 		Parallel:  p.Parallel,
+		Filter:    flt,
 		AttemptID: fmt.Sprintf("%s-%d", info.WorkflowExecution.RunID, info.Attempt),
 		OnTableFixed: func(g source.TableIssue) {
 			activity.GetLogger(ctx).Info("REPLICA-IDENTITY-SET: gave a published table a usable replica identity, so its updates and deletes keep working",

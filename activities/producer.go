@@ -3,6 +3,7 @@ package activities
 import (
 	"context"
 	"fmt"
+	"os"
 	"sync"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/chain"
 	"github.com/sluicehq/sluice/internal/credentials"
+	"github.com/sluicehq/sluice/internal/filter"
 	"github.com/sluicehq/sluice/internal/health"
 	"github.com/sluicehq/sluice/internal/producer"
 	"github.com/sluicehq/sluice/internal/source"
@@ -33,6 +35,10 @@ type ProducerParams struct {
 	// attempt's, which a new attempt may end; any other holder is refused
 	// (SLUICE-E-SLOT-IN-USE).
 	Owner string `json:"owner,omitempty"`
+	// Filter is what the run lets cross into the chain (issue 29); a
+	// window under other filters than its segment's is refused, a
+	// rotation writes its new full under these.
+	Filter filter.Spec `json:"filter,omitzero"`
 }
 
 // WindowParams bound one capture window.
@@ -63,6 +69,10 @@ type WindowResult struct {
 // producerOptions opens the chain and its source; the caller closes
 // Options.Source.
 func (a *Activities) producerOptions(ctx context.Context, p ProducerParams) (*chain.Chain, producer.Options, error) {
+	flt, err := filter.Compile(p.Filter, os.LookupEnv)
+	if err != nil {
+		return nil, producer.Options{}, err
+	}
 	src, err := openSource(ctx, p.Source, map[string]string{OptionPublication: p.Publication})
 	if err != nil {
 		return nil, producer.Options{}, err
@@ -85,8 +95,10 @@ func (a *Activities) producerOptions(ctx context.Context, p ProducerParams) (*ch
 		Catalogs:  &a.catalogs,
 		// A session a stream parked on this worker is closed before any
 		// other step on its chain opens one (producer.Sessions).
-		Sessions: &a.sessions,
-		Stream:   info.WorkflowExecution.ID,
+		Sessions:   &a.sessions,
+		Stream:     info.WorkflowExecution.ID,
+		Filter:     flt,
+		MaskKeyEnv: p.Filter.MaskKeyEnv,
 	}, nil
 }
 

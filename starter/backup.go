@@ -60,6 +60,7 @@ func (c *cli) backupFullCmd() *cobra.Command {
 	var target, slotName, publication, setIdentity string
 	var chainSlot bool
 	var parallel int
+	var filters filterFlags
 	cmd := &cobra.Command{
 		Use:   "full",
 		Short: "Take a full backup of the source as the first link of a new chain",
@@ -96,7 +97,11 @@ func (c *cli) backupFullCmd() *cobra.Command {
 			ref.Options = sourceOptions(ref.Options, map[string]string{
 				activities.OptionSlotName: slotName, activities.OptionPublication: publication, activities.OptionSetReplicaIdentity: setIdentity})
 			c.warnUnencrypted(st)
-			in := workflows.FullBackupInput{Store: st, Source: ref, ChainSlot: chainSlot, Parallel: parallel}
+			spec, err := filters.value()
+			if err != nil {
+				return err
+			}
+			in := workflows.FullBackupInput{Store: st, Source: ref, ChainSlot: chainSlot, Parallel: parallel, Filter: spec}
 			var res activities.FullBackupResult
 			return c.start(cmd.Context(), launch{
 				id:       "backup-full/" + st.URL,
@@ -133,6 +138,7 @@ func (c *cli) backupFullCmd() *cobra.Command {
 	cmd.Flags().StringVar(&setIdentity, "set-replica-identity", "refuse",
 		"with --chain-slot, for published tables whose updates and deletes would fail for want of a replica identity: refuse (list them with their fix) or auto (run each fix: USING INDEX a NOT NULL unique index, else FULL)")
 	cmd.Flags().IntVar(&parallel, "parallel", 2, "tables copied at once")
+	filters.bind(cmd)
 	cmd.Flags().BoolVar(&c.detach, "detach", false, "return once the workflow has started")
 	return cmd
 }

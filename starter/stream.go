@@ -22,6 +22,7 @@ type producerFlags struct {
 	store       storeFlags
 	target      string
 	publication string
+	filters     filterFlags
 }
 
 func (p *producerFlags) bind(cmd *cobra.Command) {
@@ -32,6 +33,7 @@ func (p *producerFlags) bind(cmd *cobra.Command) {
 	p.store.bindKeys(cmd, keysOpen|keysEncrypt|keysSign|keysVerify, readByWorker)
 	cmd.Flags().StringVar(&p.target, "target", "", "backup store URL of the chain: "+blobstore.Forms())
 	cmd.Flags().StringVar(&p.publication, "publication", "", "publication to read (default: sluice_all_tables, created FOR ALL TABLES when missing)")
+	p.filters.bind(cmd)
 }
 
 func (p *producerFlags) params() (activities.ProducerParams, error) {
@@ -44,7 +46,11 @@ func (p *producerFlags) params() (activities.ProducerParams, error) {
 		return activities.ProducerParams{}, err
 	}
 	ref.Options = sourceOptions(ref.Options, map[string]string{activities.OptionPublication: p.publication})
-	return activities.ProducerParams{Store: st, Source: ref}, nil
+	spec, err := p.filters.value()
+	if err != nil {
+		return activities.ProducerParams{}, err
+	}
+	return activities.ProducerParams{Store: st, Source: ref, Filter: spec}, nil
 }
 
 // sourceOptions adds the driver options flags set (empty values are left
@@ -112,6 +118,7 @@ func (c *cli) streamRunCmd() *cobra.Command {
 	var rollover, idle time.Duration
 	var maxChanges, maxBytes int64
 	var rotateAt, parallel, retainSegments int
+	var rotateOnFilterChange bool
 	var hf healthFlags
 	cmd := &cobra.Command{
 		Use:   "run",
@@ -144,7 +151,8 @@ func (c *cli) streamRunCmd() *cobra.Command {
 			if p.Health, err = hf.thresholds(producerPollEvery); err != nil {
 				return err
 			}
-			in := workflows.ProducerInput{ProducerParams: p, Rollover: rollover, MaxChanges: maxChanges, MaxBytes: maxBytes, RotateAt: rotateAt, Idle: idle, RetainSegments: retainSegments}
+			in := workflows.ProducerInput{ProducerParams: p, Rollover: rollover, MaxChanges: maxChanges, MaxBytes: maxBytes, RotateAt: rotateAt, Idle: idle, RetainSegments: retainSegments,
+				RotateOnFilterChange: rotateOnFilterChange}
 			var res workflows.ProducerResult
 			return c.start(cmd.Context(), launch{
 				id:       producerID(p.Store.URL),
@@ -170,6 +178,8 @@ func (c *cli) streamRunCmd() *cobra.Command {
 	cmd.Flags().IntVar(&retainSegments, "retain-segments", 0, "after each rotation, prune the chain to its newest N segments, keeping those a broker has not replayed yet (0: never prune)")
 	cmd.Flags().IntVar(&parallel, "parallel", 2, "tables a rotation's full copies at once")
 	cmd.Flags().DurationVar(&idle, "idle-window", workflows.DefaultIdleWindow, "end a window that captured nothing after this long, and start the next (each costs a few history events)")
+	cmd.Flags().BoolVar(&rotateOnFilterChange, "rotate-on-filter-change", false,
+		"when the filters and masks given differ from those of the chain's newest segment, start a new segment (a new full) under them instead of refusing (SLUICE-E-FILTER-CHANGED)")
 	cmd.Flags().BoolVar(&c.detach, "detach", false, "return once the workflow has started")
 	hf.bind(cmd)
 	return cmd

@@ -9,6 +9,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/sluicehq/sluice/activities"
+	"github.com/sluicehq/sluice/internal/errcode"
 	"github.com/sluicehq/sluice/internal/health"
 	"github.com/sluicehq/sluice/internal/producer"
 	"github.com/sluicehq/sluice/internal/retention"
@@ -33,6 +34,10 @@ type ProducerInput struct {
 	// Idle ends a window that captured no transaction after this long
 	// (zero: DefaultIdleWindow), so a quiet source still turns the loop.
 	Idle time.Duration `json:"idle,omitempty"`
+	// RotateOnFilterChange starts a new segment (a rotation) under the
+	// run's filters when they differ from the tip segment's, instead of
+	// ending the run refused with SLUICE-E-FILTER-CHANGED.
+	RotateOnFilterChange bool `json:"rotate_on_filter_change,omitempty"`
 	// Carried over continue-as-new.
 	State ProducerStatus `json:"state,omitempty"`
 }
@@ -181,6 +186,18 @@ func ProducerWorkflow(ctx workflow.Context, in ProducerInput) (ProducerResult, e
 			if errors.As(err, &canceled) {
 				return ProducerResult{Status: st}, err
 			}
+			if in.RotateOnFilterChange && errorCode(err) == string(errcode.FilterChanged) {
+				// The run's filters start a new segment; a refusal after
+				// it is a real one.
+				rotated, refused := st.rotate(ctx, in)
+				if refused != nil {
+					return ProducerResult{Status: st}, refused
+				}
+				if rotated {
+					in.RotateOnFilterChange = false
+				}
+				continue
+			}
 			if st.failed(ctx, err) {
 				return ProducerResult{Status: st}, err
 			}
@@ -199,26 +216,37 @@ func ProducerWorkflow(ctx workflow.Context, in ProducerInput) (ProducerResult, e
 			continue
 		}
 		if in.RotateAt > 0 && res.SegmentLength >= in.RotateAt {
-			st.Phase = "rotating"
-			var rot producer.Result
-			cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
-				WorkflowID: workflow.GetInfo(ctx).WorkflowExecution.ID + "/rotate-" + itoa(st.Rotations+1) + "-" + workflow.GetInfo(ctx).WorkflowExecution.RunID[:8],
-			})
-			if err := workflow.ExecuteChildWorkflow(cctx, RotateWorkflow, in.ProducerParams).Get(ctx, &rot); err != nil {
-				if st.failed(ctx, err) {
-					return ProducerResult{Status: st}, err
-				}
-				continue
+			if _, refused := st.rotate(ctx, in); refused != nil {
+				return ProducerResult{Status: st}, refused
 			}
-			st.Rotations++
-			st.record(rot, workflow.Now(ctx))
-			if in.RetainSegments > 0 {
-				st.Phase = "pruning"
-				st.prune(ctx, in)
-			}
-			st.Phase = "capturing"
 		}
 	}
+}
+
+// rotate runs one rotation as a child workflow, then the retention policy.
+// It returns whether the rotation committed, and the error of a refused
+// one, which ends the run; any other failure is recorded and left for the
+// loop to retry.
+func (st *ProducerStatus) rotate(ctx workflow.Context, in ProducerInput) (rotated bool, refused error) {
+	st.Phase = "rotating"
+	var rot producer.Result
+	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
+		WorkflowID: workflow.GetInfo(ctx).WorkflowExecution.ID + "/rotate-" + itoa(st.Rotations+1) + "-" + workflow.GetInfo(ctx).WorkflowExecution.RunID[:8],
+	})
+	if err := workflow.ExecuteChildWorkflow(cctx, RotateWorkflow, in.ProducerParams).Get(ctx, &rot); err != nil {
+		if st.failed(ctx, err) {
+			return false, err
+		}
+		return false, nil
+	}
+	st.Rotations++
+	st.record(rot, workflow.Now(ctx))
+	if in.RetainSegments > 0 {
+		st.Phase = "pruning"
+		st.prune(ctx, in)
+	}
+	st.Phase = "capturing"
+	return true, nil
 }
 
 // prune applies the run's retention policy after a rotation. A prune that

@@ -1,5 +1,11 @@
 package chain
 
+import (
+	"context"
+
+	"github.com/sluicehq/sluice/internal/errcode"
+)
+
 // Filters records what a segment's producer left out of the chain or
 // masked before anything was encoded, so every reader knows what the
 // segment does not hold. A full's manifest carries it; the incrementals of
@@ -66,4 +72,24 @@ func equalMasks(a, b []MaskRecord) bool {
 		}
 	}
 	return true
+}
+
+// FiltersAt returns the filters of the segment that holds link id: those
+// its full recorded (nil when it filtered nothing).
+func (c *Chain) FiltersAt(ctx context.Context, cat *Catalog, id string) (*Filters, error) {
+	path, err := cat.Path(id)
+	if err != nil {
+		return nil, errcode.Wrap(errcode.ChainInvalid, err, "find link %s", id)
+	}
+	for i := len(path) - 1; i >= 0; i-- {
+		if path[i].Kind != KindFull {
+			continue
+		}
+		m, err := c.GetManifest(ctx, path[i].ID)
+		if err != nil {
+			return nil, err
+		}
+		return m.Filters, nil
+	}
+	return nil, errcode.New(errcode.ManifestInvalid, "no full precedes link %s", id)
 }

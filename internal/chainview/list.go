@@ -44,6 +44,10 @@ type SegmentView struct {
 	Capped bool `json:"capped"`
 	// Layout names the layout of a compacted segment; empty otherwise.
 	Layout string `json:"layout,omitempty"`
+	// Filters are the table filters, excluded columns and masks the
+	// segment was written with (absent when everything crossed, or when
+	// the chain is sealed and no key was given).
+	Filters *chain.Filters `json:"filters,omitempty"`
 	// Links are the segment's full and then its incrementals.
 	Links []LinkView `json:"links"`
 }
@@ -77,6 +81,9 @@ type LinkView struct {
 	StoredBytes int64 `json:"stored_bytes"`
 	// Brokers are the streams whose last fully applied link this is.
 	Brokers []string `json:"brokers,omitempty"`
+
+	// filters are a full's recorded filters.
+	filters *chain.Filters
 }
 
 // Broker states in a BrokerView.
@@ -126,7 +133,7 @@ func List(ctx context.Context, ch *chain.Chain) (*Listing, error) {
 	}
 	for si, s := range cat.Segments {
 		n := 1 + len(s.Incrementals)
-		out.Segments = append(out.Segments, SegmentView{Index: si, Capped: s.Capped, Layout: s.Layout, Links: views[:n:n]})
+		out.Segments = append(out.Segments, SegmentView{Index: si, Capped: s.Capped, Layout: s.Layout, Filters: views[0].filters, Links: views[:n:n]})
 		views = views[n:]
 	}
 	where := map[string]*LinkView{}
@@ -234,6 +241,7 @@ func describeLink(ctx context.Context, ch *chain.Chain, cat *chain.Catalog, l ch
 		switch {
 		case err == nil:
 			sealed = ch.Keyring() != nil && ch.Keyring().Trust().Wrapper != nil
+			lv.filters = m.Filters
 			seen := map[string]bool{}
 			for _, r := range m.AllChunks() {
 				if !seen[r.Key] {

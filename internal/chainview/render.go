@@ -9,6 +9,8 @@ import (
 	"text/tabwriter"
 	"time"
 	"unicode/utf8"
+
+	"github.com/sluicehq/sluice/internal/filter"
 )
 
 // ShortID is how the text output shows a link ID: its first 12
@@ -83,8 +85,9 @@ func WriteListing(w io.Writer, chainURL string, l *Listing, now time.Time) error
 	}
 	fmt.Fprintln(w, "(* the open segment; times UTC; SIZE is the stored size of the link's chunks)")
 	if l.KeyNeeded {
-		fmt.Fprintln(w, "the chain is encrypted: first and last commit times need its key (--key-passphrase-env, --key-passphrase-file, --key-identity-file or --kms-key)")
+		fmt.Fprintln(w, "the chain is encrypted: first and last commit times and the segments' filters need its key (--key-passphrase-env, --key-passphrase-file, --key-identity-file or --kms-key)")
 	}
+	writeFilters(w, l)
 	if len(l.Brokers) == 0 {
 		_, err := fmt.Fprintln(w, "\nno broker has reported a position into this store")
 		return err
@@ -225,4 +228,24 @@ func TableLine(t TableView) string {
 func LinkLine(li LinkInfo) string {
 	l := li.Link
 	return fmt.Sprintf("%s %s (segment %d): %s to %s, created %s", l.Kind, l.ID, li.Segment, l.StartPosition, l.EndPosition, stamp(l.CreatedAt))
+}
+
+// writeFilters lists each segment's filters, when any segment has some:
+// what its producer left out or masked.
+func writeFilters(w io.Writer, l *Listing) {
+	filtered := false
+	for _, s := range l.Segments {
+		filtered = filtered || !s.Filters.Empty()
+	}
+	if !filtered {
+		return
+	}
+	fmt.Fprintln(w, "\nfilters (what each segment's producer left out or masked):")
+	for _, s := range l.Segments {
+		d := filter.Describe(s.Filters)
+		if d == "" {
+			d = "none: every table and column, unmasked"
+		}
+		fmt.Fprintf(w, "  segment %d: %s\n", s.Index, d)
+	}
 }

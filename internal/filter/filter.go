@@ -168,6 +168,11 @@ func (f *Filter) Record() *chain.Filters {
 		}
 		r.Masks = append(r.Masks, rec)
 	}
+	// Order does not change what a filter does, so the record is sorted:
+	// the same patterns given in another order are the same filter.
+	sort.Strings(r.IncludeTables)
+	sort.Strings(r.ExcludeTables)
+	sort.Strings(r.ExcludeColumns)
 	sort.Slice(r.Masks, func(i, j int) bool { return r.Masks[i].Column < r.Masks[j].Column })
 	return r
 }
@@ -247,4 +252,65 @@ func splitColumn(c string) (schema, table, column string, err error) {
 		return "", "", "", fmt.Errorf("%q is not schema.table.column (MySQL family: db.table.column)", c)
 	}
 	return parts[0], parts[1], parts[2], nil
+}
+
+// FromRecord rebuilds the filter a segment was written with from what its
+// full recorded, resolving the mask key through keyEnv and lookupEnv: the
+// filter a capture of that segment must keep using. A keyed mask whose key
+// is not the one the segment recorded (by its fingerprint) is refused with
+// SLUICE-E-FILTER-CHANGED. A nil or empty record returns nil.
+func FromRecord(rec *chain.Filters, keyEnv string, lookupEnv func(string) (string, bool)) (*Filter, error) {
+	if rec.Empty() {
+		return nil, nil
+	}
+	s := Spec{
+		IncludeTables:  rec.IncludeTables,
+		ExcludeTables:  rec.ExcludeTables,
+		ExcludeColumns: rec.ExcludeColumns,
+		MaskKeyEnv:     keyEnv,
+	}
+	for _, m := range rec.Masks {
+		s.Masks = append(s.Masks, m.Column+"="+m.Strategy)
+	}
+	f, err := Compile(s, lookupEnv)
+	if err != nil {
+		return nil, err
+	}
+	for _, m := range rec.Masks {
+		if m.KeyID != "" && m.KeyID != f.keyID {
+			return nil, errcode.New(errcode.FilterChanged, "the segment masks %s with the key whose fingerprint is %s; the key in %s has fingerprint %s", m.Column, m.KeyID, keyEnv, f.keyID)
+		}
+	}
+	return f, nil
+}
+
+// Describe renders a filter record in one line for listings: "tables
+// +public.orders -audit*; columns -app.users.notes; masks
+// app.users.email=email"; "" for an empty one.
+func Describe(rec *chain.Filters) string {
+	if rec.Empty() {
+		return ""
+	}
+	var parts []string
+	var tables []string
+	for _, p := range rec.IncludeTables {
+		tables = append(tables, "+"+p)
+	}
+	for _, p := range rec.ExcludeTables {
+		tables = append(tables, "-"+p)
+	}
+	if len(tables) > 0 {
+		parts = append(parts, "tables "+strings.Join(tables, " "))
+	}
+	if len(rec.ExcludeColumns) > 0 {
+		parts = append(parts, "columns -"+strings.Join(rec.ExcludeColumns, " -"))
+	}
+	if len(rec.Masks) > 0 {
+		var ms []string
+		for _, m := range rec.Masks {
+			ms = append(ms, m.Column+"="+m.Strategy)
+		}
+		parts = append(parts, "masks "+strings.Join(ms, " "))
+	}
+	return strings.Join(parts, "; ")
 }

@@ -76,7 +76,7 @@ func (s *fakeSource) FullBackup(context.Context, *chain.Chain, source.FullOption
 	return nil, errors.New("fake source: the producer never takes a first full")
 }
 
-func (s *fakeSource) RotationFull(_ context.Context, _ *chain.Chain, _ source.FullOptions, src chain.SourceInfo) (*chain.Manifest, func(), error) {
+func (s *fakeSource) RotationFull(_ context.Context, _ *chain.Chain, o source.FullOptions, src chain.SourceInfo) (*chain.Manifest, func(), error) {
 	if s.rotation == nil {
 		return nil, nil, errors.New("fake source: no rotation full scripted")
 	}
@@ -84,6 +84,8 @@ func (s *fakeSource) RotationFull(_ context.Context, _ *chain.Chain, _ source.Fu
 		s.t.Errorf("RotationFull of source %+v, want %+v", src, fakeInfo)
 	}
 	m := *s.rotation
+	// As every engine does: the full records its filters.
+	m.Filters = o.Filter.Record()
 	return &m, func() { s.rotationCleaned++ }, nil
 }
 

@@ -10,10 +10,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/sluicehq/sluice/internal/chain"
 	"github.com/sluicehq/sluice/internal/errcode"
+	"github.com/sluicehq/sluice/internal/filter"
 	"github.com/sluicehq/sluice/internal/source"
 )
 
@@ -51,6 +53,17 @@ type Options struct {
 	// Stream names the run's stream (the producer workflow's ID; empty
 	// for Owner): its runs share what they park in Sessions.
 	Stream string
+	// Filter is what the run was asked to let cross (nil: everything). A
+	// window refuses to capture when it differs from the filters the tip
+	// segment was written with (SLUICE-E-FILTER-CHANGED): only a rotation
+	// starts a segment under new filters. Captures always run under the
+	// segment's own recorded filters.
+	Filter *filter.Filter
+	// MaskKeyEnv names the worker's environment variable holding the mask
+	// key, to rebuild a segment's keyed masks.
+	MaskKeyEnv string
+	// LookupEnv reads the worker's environment (default os.LookupEnv).
+	LookupEnv func(string) (string, bool)
 }
 
 // Result reports one committed (or empty) step.
@@ -99,6 +112,9 @@ func (o *Options) defaults() error {
 	if o.Source == nil {
 		return errors.New("producer: a source is required")
 	}
+	if o.LookupEnv == nil {
+		o.LookupEnv = os.LookupEnv
+	}
 	return nil
 }
 
@@ -106,7 +122,11 @@ func (o *Options) defaults() error {
 // opens a capture session at the tip's end with the schema as of the tip;
 // with reuse, it takes back the session the owner's last window parked at
 // that tip instead, when there is one (resumed says so).
-func openTip(ctx context.Context, ch *chain.Chain, o Options, reuse bool) (cat *chain.Catalog, capt source.Capture, resumed bool, err error) {
+//
+// The session captures under the filters the tip segment was written with;
+// unless changing is true (a rotation's closing incremental), a run asking
+// for other filters is refused with SLUICE-E-FILTER-CHANGED.
+func openTip(ctx context.Context, ch *chain.Chain, o Options, reuse, changing bool) (cat *chain.Catalog, capt source.Capture, resumed bool, err error) {
 	// A catalog read from the store passed ValidateCatalog's checks.
 	if cat, err = o.Catalogs.Latest(ctx, ch); err != nil {
 		return nil, nil, false, err
@@ -120,16 +140,42 @@ func openTip(ctx context.Context, ch *chain.Chain, o Options, reuse bool) (cat *
 		}
 		parked.Close()
 	}
+	segFilter, err := segmentFilter(ctx, ch, cat, o, changing)
+	if err != nil {
+		return nil, nil, false, err
+	}
 	schema, err := ch.SchemaAt(ctx, cat, cat.Tip().ID)
 	if err != nil {
 		return nil, nil, false, err
 	}
 	if capt, err = o.Source.OpenCapture(ctx, source.CaptureOptions{
 		Source: cat.Source, Start: cat.Tip().EndPosition, Schema: schema, Owner: o.Owner, OnTakeOver: o.OnTakeOver,
+		Filter: segFilter,
 	}); err != nil {
 		return nil, nil, false, err
 	}
 	return cat, capt, false, nil
+}
+
+// segmentFilter returns the filter the tip segment was written with,
+// refusing a run whose own filter differs unless changing.
+func segmentFilter(ctx context.Context, ch *chain.Chain, cat *chain.Catalog, o Options, changing bool) (*filter.Filter, error) {
+	rec, err := ch.FiltersAt(ctx, cat, cat.Tip().ID)
+	if err != nil {
+		return nil, err
+	}
+	if want := o.Filter.Record(); !changing && !rec.Equal(want) {
+		have, asked := filter.Describe(rec), filter.Describe(want)
+		if have == "" {
+			have = "none"
+		}
+		if asked == "" {
+			asked = "none"
+		}
+		return nil, errcode.New(errcode.FilterChanged, "the chain's newest segment (full %s) was written with filters [%s]; this run asks for [%s]",
+			cat.Segments[len(cat.Segments)-1].Full.ID, have, asked)
+	}
+	return filter.FromRecord(rec, o.MaskKeyEnv, o.LookupEnv)
 }
 
 // Window captures one window from the chain's tip and commits it as an
@@ -140,7 +186,7 @@ func Window(ctx context.Context, ch *chain.Chain, o Options, lim source.Limits) 
 	if err := o.defaults(); err != nil {
 		return Result{}, err
 	}
-	cat, capt, resumed, err := openTip(ctx, ch, o, true)
+	cat, capt, resumed, err := openTip(ctx, ch, o, true, false)
 	if err != nil {
 		return Result{}, err
 	}
@@ -166,7 +212,7 @@ func Window(ctx context.Context, ch *chain.Chain, o Options, lim source.Limits) 
 		// fail the window.
 		capt.Close()
 		capt = nil
-		if cat, capt, _, err = openTip(ctx, ch, o, false); err != nil {
+		if cat, capt, _, err = openTip(ctx, ch, o, false, false); err != nil {
 			return Result{}, err
 		}
 		win, err = capt.Next(ctx, lim, sink)
@@ -225,7 +271,7 @@ func Rotate(ctx context.Context, ch *chain.Chain, o Options) (Result, error) {
 	if err := o.defaults(); err != nil {
 		return Result{}, err
 	}
-	cat, capt, _, err := openTip(ctx, ch, o, false)
+	cat, capt, _, err := openTip(ctx, ch, o, false, true)
 	if err != nil {
 		return Result{}, err
 	}
@@ -234,7 +280,7 @@ func Rotate(ctx context.Context, ch *chain.Chain, o Options) (Result, error) {
 	// keys of their own.
 	ch.Keyring().StartNewKeys()
 	full, cleanupFull, err := o.Source.RotationFull(ctx, ch, source.FullOptions{
-		AttemptID: o.AttemptID + "-full", Parallel: o.Parallel, Now: o.Now,
+		AttemptID: o.AttemptID + "-full", Parallel: o.Parallel, Now: o.Now, Filter: o.Filter,
 	}, cat.Source)
 	if err != nil {
 		return Result{}, err
