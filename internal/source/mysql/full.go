@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/chain"
 	"github.com/sluicehq/sluice/internal/errcode"
+	"github.com/sluicehq/sluice/internal/filter"
 	"github.com/sluicehq/sluice/internal/source"
 )
 
@@ -39,6 +40,12 @@ const slotPrefix = "server_id="
 //
 // One connection reads every table, since only one session holds the
 // snapshot; o.Parallel chunks are compressed and stored at once.
+//
+// With o.Filter, the schema is read and shaped once before the snapshot
+// (so the filter's refusals come before anything else) and again inside
+// it: only the included tables and their kept columns are read, masked
+// values are masked as they are encoded, and the manifest records the
+// filter.
 func (e *engine) snapshot(ctx context.Context, ch *chain.Chain, o source.FullOptions, src *chain.SourceInfo) (*chain.Manifest, func(), error) {
 	if o.AttemptID == "" {
 		return nil, nil, fmt.Errorf("full backup: attempt ID is required")
@@ -75,6 +82,13 @@ func (e *engine) snapshot(ctx context.Context, ch *chain.Chain, o source.FullOpt
 		}
 		info.Slot = slotPrefix + fmt.Sprint(id)
 	}
+	if o.Filter != nil {
+		// The filter's refusals (a key column excluded, a mask the column
+		// cannot take) come before the snapshot, its lock and any chunk.
+		if _, _, _, err := readShapedSchema(ctx, db, e.c.database, o.Filter, fixedEncoder(ctx, db)); err != nil {
+			return nil, nil, err
+		}
+	}
 	if err := checkLogSettings(ctx, db, srv); err != nil {
 		return nil, nil, err
 	}
@@ -105,7 +119,16 @@ func (e *engine) snapshot(ctx context.Context, ch *chain.Chain, o source.FullOpt
 	}
 	defer conn.ExecContext(context.Background(), "ROLLBACK") //nolint:errcheck // the session ends anyway
 
-	schema, facts, err := readSchema(ctx, conn, e.c.database)
+	var schema *chain.Schema
+	var facts map[string]*tableFacts
+	var shapes map[string]*filter.Shape
+	if o.Filter == nil {
+		schema, facts, err = readSchema(ctx, conn, e.c.database)
+	} else {
+		// Shaped again inside the snapshot: what is copied is what the
+		// snapshot sees.
+		schema, shapes, facts, err = readShapedSchema(ctx, conn, e.c.database, o.Filter, fixedEncoder(ctx, db))
+	}
 	if err != nil {
 		return nil, nil, err
 	}
@@ -118,7 +141,7 @@ func (e *engine) snapshot(ctx context.Context, ch *chain.Chain, o source.FullOpt
 		}
 	}
 	cp := &copier{ch: ch, o: o, total: len(schema.Tables)}
-	tables, err := cp.copyAll(ctx, conn, schema, facts)
+	tables, err := cp.copyAll(ctx, conn, schema, facts, shapes)
 	if err != nil {
 		cp.cleanup()
 		return nil, nil, err
@@ -132,6 +155,7 @@ func (e *engine) snapshot(ctx context.Context, ch *chain.Chain, o source.FullOpt
 		CreatedAt:     now().UTC(),
 		Schema:        schema,
 		Tables:        tables,
+		Filters:       o.Filter.Record(),
 	}
 	for _, t := range tables {
 		m.Rows += t.Rows
@@ -291,8 +315,10 @@ type pending struct {
 	free  chan *chain.RowBuilder
 }
 
-// copyAll reads every table in turn on conn and stores its chunks.
-func (cp *copier) copyAll(ctx context.Context, conn *sql.Conn, s *chain.Schema, facts map[string]*tableFacts) ([]chain.TableData, error) {
+// copyAll reads every table of s in turn on conn and stores its chunks.
+// facts hold each table as the source has it; shapes (nil without a
+// filter) how each recorded table crosses.
+func (cp *copier) copyAll(ctx context.Context, conn *sql.Conn, s *chain.Schema, facts map[string]*tableFacts, shapes map[string]*filter.Shape) ([]chain.TableData, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	out := make([]chain.TableData, len(s.Tables))
@@ -336,7 +362,7 @@ func (cp *copier) copyAll(ctx context.Context, conn *sql.Conn, s *chain.Schema, 
 	readErr := func() error {
 		for i := range s.Tables {
 			t := &s.Tables[i]
-			n, err := cp.copyTable(ctx, conn, i, t, facts[t.Name], work, ticker.C)
+			n, err := cp.copyTable(ctx, conn, i, t, facts[t.Name], shapes[t.QualifiedName()], work, ticker.C)
 			if err != nil {
 				return fmt.Errorf("table %s: %w", t.QualifiedName(), err)
 			}
@@ -364,8 +390,9 @@ func (cp *copier) copyAll(ctx context.Context, conn *sql.Conn, s *chain.Schema, 
 
 // copyTable reads one table through a prepared statement (the binary
 // protocol, so FLOAT and DOUBLE arrive as the exact numbers they are) and
-// hands its rows to the encoders in chunks.
-func (cp *copier) copyTable(ctx context.Context, conn *sql.Conn, idx int, t *chain.Table, tf *tableFacts, work chan<- pending, tick <-chan time.Time) (int64, error) {
+// hands its rows to the encoders in chunks. t is the table as the chain
+// records it: only its columns are read. sh (nil: none) masks values.
+func (cp *copier) copyTable(ctx context.Context, conn *sql.Conn, idx int, t *chain.Table, tf *tableFacts, sh *filter.Shape, work chan<- pending, tick <-chan time.Time) (int64, error) {
 	cols := make([]string, len(t.Columns))
 	for i, c := range t.Columns {
 		cols[i] = quoteName(c.Name)
@@ -380,7 +407,11 @@ func (cp *copier) copyTable(ctx context.Context, conn *sql.Conn, idx int, t *cha
 		return 0, classify(err, "read rows")
 	}
 	defer rows.Close()
-	codecs := codecsOf(tf)
+	codecs := keptCodecs(codecsOf(tf), sh)
+	if len(codecs) != len(cols) {
+		return 0, fmt.Errorf("the table has %d columns to copy and %d decoders", len(cols), len(codecs))
+	}
+	masked := maskedColumns(sh)
 	scanned := make([]any, len(cols))
 	ptrs := make([]any, len(cols))
 	for i := range ptrs {
@@ -421,6 +452,16 @@ func (cp *copier) copyTable(ctx context.Context, conn *sql.Conn, idx int, t *cha
 			}
 			if v == nil && scanned[i] != nil {
 				v = []byte{}
+			}
+			vals[i] = v
+		}
+		for _, i := range masked {
+			v, null := sh.Cell(i, vals[i], vals[i] == nil)
+			if !null && v == nil {
+				v = []byte{}
+			}
+			if null {
+				v = nil
 			}
 			vals[i] = v
 		}
