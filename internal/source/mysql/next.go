@@ -37,6 +37,9 @@ type window struct {
 	tx      *openTx
 	held    map[string]*heldXA
 	change  chain.Change
+	// rawNew and rawOld hold a filtered table's row images as the binlog
+	// logs them, before they are projected into change.
+	rawNew, rawOld []chain.Value
 }
 
 // Next captures one window of whole transactions into sink.
@@ -371,9 +374,10 @@ func (c *capture) commit(wn *window, h *replication.EventHeader) error {
 	return nil
 }
 
-// truncate records TRUNCATE of a captured table.
+// truncate records TRUNCATE of a captured table (not of one the filter
+// leaves out).
 func (c *capture) truncate(wn *window, table string) error {
-	if wn.tx == nil {
+	if wn.tx == nil || !c.o.Filter.Includes(c.c.database, table) {
 		return nil
 	}
 	ch := c.newChange(wn, chain.OpTruncate)
@@ -390,7 +394,11 @@ func (c *capture) rows(wn *window, e *replication.RowsEvent, h *replication.Even
 	if tr == nil {
 		return fmt.Errorf("a rows event of %s.%s before its table map", e.Table.Schema, e.Table.Table)
 	}
-	name := tr.tf.table.QualifiedName()
+	if tr.excluded {
+		// The filter leaves the table out; its transaction still passes.
+		return nil
+	}
+	name := tr.recorded.QualifiedName()
 	op, step := rowsOp(h.EventType)
 	if op == 0 {
 		return fmt.Errorf("binlog event type %v is not a rows event sluice reads", h.EventType)
@@ -401,14 +409,14 @@ func (c *capture) rows(wn *window, e *replication.RowsEvent, h *replication.Even
 		var err error
 		switch op {
 		case chain.OpInsert:
-			ch.New, err = rowValues(ch.New, tr.codecs, e.Rows[i], true)
+			ch.New, err = c.image(tr, ch.New, &wn.rawNew, e.Rows[i])
 		case chain.OpDelete:
 			ch.OldKind = 'O'
-			ch.Old, err = rowValues(ch.Old, tr.codecs, e.Rows[i], true)
+			ch.Old, err = c.image(tr, ch.Old, &wn.rawOld, e.Rows[i])
 		case chain.OpUpdate:
 			ch.OldKind = 'O'
-			if ch.Old, err = rowValues(ch.Old, tr.codecs, e.Rows[i], true); err == nil {
-				ch.New, err = rowValues(ch.New, tr.codecs, e.Rows[i+1], true)
+			if ch.Old, err = c.image(tr, ch.Old, &wn.rawOld, e.Rows[i]); err == nil {
+				ch.New, err = c.image(tr, ch.New, &wn.rawNew, e.Rows[i+1])
 			}
 		}
 		if err != nil {
@@ -419,6 +427,22 @@ func (c *capture) rows(wn *window, e *replication.RowsEvent, h *replication.Even
 		}
 	}
 	return nil
+}
+
+// image encodes a row image of table tr into dst (reused). A table that
+// crosses as it is is encoded straight into dst; a shaped one is encoded
+// into raw (the window's own buffer, never a change's) and projected from
+// there into dst, so the two never share an array.
+func (c *capture) image(tr *tracked, dst []chain.Value, raw *[]chain.Value, row []any) ([]chain.Value, error) {
+	if tr.shape == nil {
+		return rowValues(dst, tr.codecs, row, true)
+	}
+	full, err := rowValues(*raw, tr.codecs, row, true)
+	if err != nil {
+		return nil, err
+	}
+	*raw = full
+	return tr.shape.Project(dst[:0], full), nil
 }
 
 // rowsOp is the change a rows event type records and how many images a

@@ -11,19 +11,42 @@ import (
 
 	"github.com/sluicehq/sluice/internal/chain"
 	"github.com/sluicehq/sluice/internal/errcode"
+	"github.com/sluicehq/sluice/internal/filter"
 	"github.com/sluicehq/sluice/internal/value"
 )
 
-// tracked is a table as the capture decodes it: its recorded definition
-// and its columns' codecs. stale is set by a schema change statement in
-// the binlog, so the next table map re-reads the definition.
+// tracked is a table as the capture decodes it: its definition as the
+// binlog logs it (every column), its columns' codecs and how it crosses.
+// stale is set by a schema change statement in the binlog, so the next
+// table map re-reads the definition.
 type tracked struct {
+	// tf is nil for a table of the recorded schema a filtered capture has
+	// not met yet: its first table map reads it.
 	tf     *tableFacts
 	codecs []codec
-	stale  bool
+	// recorded is the table as the chain records it: tf's table, or its
+	// shape's.
+	recorded *chain.Table
+	// shape projects and masks the table's row images; nil when they
+	// cross as they are.
+	shape *filter.Shape
+	// excluded is set for a table the filter leaves out: its rows are
+	// skipped.
+	excluded bool
+	stale    bool
 }
 
-func newTracked(tf *tableFacts) *tracked { return &tracked{tf: tf, codecs: codecsOf(tf)} }
+// newTracked tracks tf, crossing through sh (nil: as it is).
+func newTracked(tf *tableFacts, sh *filter.Shape) *tracked {
+	tr := &tracked{tf: tf, codecs: codecsOf(tf), recorded: &tf.table}
+	if sh != nil {
+		tr.recorded = sh.Table
+		if !sh.Trivial() {
+			tr.shape = sh
+		}
+	}
+	return tr
+}
 
 // tracker follows the schema of the captured database through the binlog.
 // Rows are always decoded by the table map logged with them (binlog row
@@ -31,23 +54,35 @@ func newTracked(tf *tableFacts) *tracked { return &tracked{tf: tf, codecs: codec
 // checked against the recorded definition: when they differ, the
 // definition is read again from information_schema, or, when the server
 // has moved on past a later change already, built from the table map.
+// With a filter, a table it leaves out is never read nor recorded, and an
+// included one is shaped before it is compared with the recorded one.
 type tracker struct {
 	database string
 	q        querier
+	filter   *filter.Filter
+	enc      filter.FixedEncoder
 	tables   map[string]*tracked
 	byID     map[uint64]*tracked
 	changed  bool
 }
 
-func newTracker(q querier, database string, s *chain.Schema) *tracker {
-	t := &tracker{database: database, q: q, tables: map[string]*tracked{}, byID: map[uint64]*tracked{}}
+// newTracker tracks the tables of s, the recorded schema (already shaped
+// by f when f is not nil); enc encodes f's fixed values.
+func newTracker(q querier, database string, s *chain.Schema, f *filter.Filter, enc filter.FixedEncoder) *tracker {
+	t := &tracker{database: database, q: q, filter: f, enc: enc, tables: map[string]*tracked{}, byID: map[uint64]*tracked{}}
 	for i := range s.Tables {
 		tb := s.Tables[i]
+		if f != nil {
+			// What the source logs of the table (its excluded columns
+			// too) is learnt from its first table map.
+			t.tables[tb.Name] = &tracked{recorded: &tb}
+			continue
+		}
 		tf := &tableFacts{table: tb, cols: make([]columnFacts, len(tb.Columns))}
 		for j, c := range tb.Columns {
 			tf.cols[j] = columnFacts{dataType: dataTypeOf(c.Type)}
 		}
-		t.tables[tb.Name] = newTracked(tf)
+		t.tables[tb.Name] = newTracked(tf, nil)
 	}
 	return t
 }
@@ -69,13 +104,20 @@ func (t *tracker) schemaChanged() {
 	clear(t.byID)
 }
 
-// resolve returns the table a table map names, and its new definition
-// when it differs from the recorded one (a schema change record to emit).
+// resolve returns the table a table map names, and its new recorded
+// definition when it differs from the recorded one (a schema change record
+// to emit). A table the filter leaves out comes back excluded, never with
+// a definition.
 func (t *tracker) resolve(ctx context.Context, ev *replication.TableMapEvent) (*tracked, *chain.Table, error) {
 	if tr := t.byID[ev.TableID]; tr != nil && !tr.stale {
 		return tr, nil, nil
 	}
 	name := string(ev.Table)
+	if !t.filter.Includes(t.database, name) {
+		tr := &tracked{excluded: true}
+		t.byID[ev.TableID] = tr
+		return tr, nil, nil
+	}
 	names := ev.ColumnNameString()
 	if len(names) != int(ev.ColumnCount) {
 		return nil, nil, &errcode.Error{Code: errcode.SourceLogConfig,
@@ -83,7 +125,7 @@ func (t *tracker) resolve(ctx context.Context, ev *replication.TableMapEvent) (*
 			Hint:    settingHint(setting{name: "binlog_row_metadata", want: "FULL"}, server{mariadb: true})}
 	}
 	old := t.tables[name]
-	if old != nil && !old.stale && matches(old.tf, ev) {
+	if old != nil && !old.stale && old.tf != nil && matches(old.tf, ev) {
 		t.byID[ev.TableID] = old
 		return old, nil, nil
 	}
@@ -95,17 +137,27 @@ func (t *tracker) resolve(ctx context.Context, ev *replication.TableMapEvent) (*
 	if tf == nil || !matches(tf, ev) {
 		tf = tableFromMap(t.database, ev)
 	}
-	if problems := unsupported(tf); len(problems) > 0 {
+	var sh *filter.Shape
+	problems := unsupported(tf)
+	if t.filter != nil {
+		// Shaped before it is compared: an excluded column is never a
+		// schema change, nor part of one.
+		if sh, err = t.filter.Shape(&tf.table, t.enc); err != nil {
+			return nil, nil, err
+		}
+		problems = unsupportedKept(tf, sh.Keep)
+	}
+	if len(problems) > 0 {
 		return nil, nil, errcode.New(errcode.SourceSchemaUnsupported, "a table the capture met has columns a chain cannot carry: %s", strings.Join(problems, "; "))
 	}
-	tr := newTracked(tf)
+	tr := newTracked(tf, sh)
 	t.tables[name] = tr
 	t.byID[ev.TableID] = tr
-	if old != nil && sameDefinition(&old.tf.table, &tf.table) {
+	if old != nil && sameDefinition(old.recorded, tr.recorded) {
 		return tr, nil, nil
 	}
 	t.changed = true
-	def := tf.table
+	def := *tr.recorded
 	return tr, &def, nil
 }
 
@@ -118,7 +170,7 @@ func (t *tracker) schema() *chain.Schema {
 	}
 	slices.Sort(names)
 	for _, n := range names {
-		s.Tables = append(s.Tables, t.tables[n].tf.table)
+		s.Tables = append(s.Tables, *t.tables[n].recorded)
 	}
 	return s
 }
