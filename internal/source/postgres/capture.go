@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/chain"
 	"github.com/sluicehq/sluice/internal/errcode"
+	"github.com/sluicehq/sluice/internal/filter"
 	"github.com/sluicehq/sluice/internal/source"
 )
 
@@ -43,6 +44,13 @@ type CaptureOptions struct {
 	// OnTakeOver, when set, is told the process ID of a connection the
 	// capture ended to take the slot over.
 	OnTakeOver func(pid int32)
+	// Filter is the filter the chain's segment was written with (nil:
+	// none); the recorded schema is already shaped by it. The publication
+	// still publishes every table: the capture drops the row changes of
+	// tables the filter leaves out (their transactions still pass, so the
+	// position moves), leaves them out of truncates and schema changes,
+	// and passes every row image of the others through their shape.
+	Filter *filter.Filter
 }
 
 // Capture reads whole source transactions from the chain's slot with
@@ -70,8 +78,16 @@ type Capture struct {
 	// sent, and this client acknowledges every keepalive's position.
 	drained   pglogrepl.LSN
 	relations map[uint32]*pglogrepl.RelationMessageV2
-	tracker   *schemaTracker
-	lastSent  time.Time
+	// shapes holds how each relation crosses (nil: as is) and skipped
+	// the relations the filter leaves out; both are set from the
+	// relation's latest Relation message.
+	shapes  map[uint32]*filter.Shape
+	skipped map[uint32]bool
+	// rawNew and rawOld hold a row image over the relation's columns, and
+	// newBuf and oldBuf its projection, reused from change to change.
+	rawNew, rawOld, newBuf, oldBuf []chain.Value
+	tracker                        *schemaTracker
+	lastSent                       time.Time
 	// spent is set once a window stopped in front of a transaction it did
 	// not deliver; the stream is no longer at a transaction boundary.
 	spent bool
@@ -88,7 +104,8 @@ func OpenCapture(ctx context.Context, o CaptureOptions, start string, schema *ch
 	if err != nil {
 		return nil, errcode.Wrap(errcode.ChainInvalid, err, "chain tip position %q", start)
 	}
-	c := &Capture{o: o, start: startLSN, safe: startLSN, relations: map[uint32]*pglogrepl.RelationMessageV2{}}
+	c := &Capture{o: o, start: startLSN, safe: startLSN, relations: map[uint32]*pglogrepl.RelationMessageV2{},
+		shapes: map[uint32]*filter.Shape{}, skipped: map[uint32]bool{}}
 	ok := false
 	defer func() {
 		if !ok {
@@ -99,6 +116,7 @@ func OpenCapture(ctx context.Context, o CaptureOptions, start string, schema *ch
 		return nil, err
 	}
 	c.tracker = newSchemaTracker(c.sql, schema)
+	c.tracker.filter = o.Filter
 	if _, err := SlotHealth(ctx, c.sql, o.Slot); err != nil {
 		return nil, err
 	}
@@ -414,10 +432,11 @@ func (c *Capture) Next(ctx context.Context, lim source.Limits, sink source.Sink)
 				switch lm := lm.(type) {
 				case *pglogrepl.RelationMessageV2:
 					c.relations[lm.RelationID] = lm
-					def, err := c.tracker.observe(ctx, lm)
+					def, shape, included, err := c.tracker.observe(ctx, lm)
 					if err != nil {
 						return w, err
 					}
+					c.shapes[lm.RelationID], c.skipped[lm.RelationID] = shape, !included
 					if def != nil && inTx {
 						ch = chain.Change{Op: chain.OpSchema, XID: ch.XID, CommitLSN: ch.CommitLSN, Ordinal: ordinal, LSN: uint64(xld.WALStart),
 							Table: def.QualifiedName(), Schema: def, Identified: true}
@@ -451,6 +470,9 @@ func (c *Capture) Next(ctx context.Context, lim source.Limits, sink source.Sink)
 					w.LastCommit = lm.CommitTime
 					lastTx = time.Now()
 				case *pglogrepl.InsertMessageV2:
+					if c.skipped[lm.RelationID] {
+						continue
+					}
 					if err := c.rowChange(&ch, chain.OpInsert, lm.RelationID, ordinal, xld.WALStart, 0, nil, lm.Tuple); err != nil {
 						return w, err
 					}
@@ -460,6 +482,9 @@ func (c *Capture) Next(ctx context.Context, lim source.Limits, sink source.Sink)
 						return w, err
 					}
 				case *pglogrepl.UpdateMessageV2:
+					if c.skipped[lm.RelationID] {
+						continue
+					}
 					if err := c.rowChange(&ch, chain.OpUpdate, lm.RelationID, ordinal, xld.WALStart, lm.OldTupleType, lm.OldTuple, lm.NewTuple); err != nil {
 						return w, err
 					}
@@ -469,6 +494,9 @@ func (c *Capture) Next(ctx context.Context, lim source.Limits, sink source.Sink)
 						return w, err
 					}
 				case *pglogrepl.DeleteMessageV2:
+					if c.skipped[lm.RelationID] {
+						continue
+					}
 					if err := c.rowChange(&ch, chain.OpDelete, lm.RelationID, ordinal, xld.WALStart, lm.OldTupleType, lm.OldTuple, nil); err != nil {
 						return w, err
 					}
@@ -484,7 +512,13 @@ func (c *Capture) Next(ctx context.Context, lim source.Limits, sink source.Sink)
 						if !ok {
 							return w, fmt.Errorf("truncate of relation %d before its Relation message", id)
 						}
+						if c.skipped[id] {
+							continue
+						}
 						tables = append(tables, rel.Namespace+"."+rel.RelationName)
+					}
+					if len(tables) == 0 {
+						continue // only tables the filter leaves out
 					}
 					ch = chain.Change{Op: chain.OpTruncate, XID: ch.XID, CommitLSN: ch.CommitLSN, Ordinal: ordinal, LSN: uint64(xld.WALStart),
 						Tables: tables, TruncateFlags: lm.Option, Identified: true}
@@ -499,8 +533,9 @@ func (c *Capture) Next(ctx context.Context, lim source.Limits, sink source.Sink)
 	}
 }
 
-// rowChange fills ch with an insert, update or delete. Values alias the
-// message buffer until the next receive.
+// rowChange fills ch with an insert, update or delete, its images shaped
+// by the relation's filter shape. Values alias the message buffer until the
+// next receive, and the value slices are reused by the next change.
 func (c *Capture) rowChange(ch *chain.Change, op chain.Op, relID uint32, ordinal uint32, at pglogrepl.LSN, oldKind uint8, old, new *pglogrepl.TupleData) error {
 	rel, ok := c.relations[relID]
 	if !ok {
@@ -509,12 +544,24 @@ func (c *Capture) rowChange(ch *chain.Change, op chain.Op, relID uint32, ordinal
 	xid, commit := ch.XID, ch.CommitLSN
 	*ch = chain.Change{Op: op, XID: xid, CommitLSN: commit, Ordinal: ordinal, LSN: uint64(at),
 		Table: rel.Namespace + "." + rel.RelationName, Identified: true}
+	shape := c.shapes[relID]
 	if new != nil {
-		ch.New = tupleValues(ch.New[:0], new)
+		c.rawNew = tupleValues(c.rawNew[:0], new)
+		ch.New = c.rawNew
+		if !shape.Trivial() {
+			// Project writes into its own buffer, never over the raw image.
+			c.newBuf = shape.Project(c.newBuf[:0], c.rawNew)
+			ch.New = c.newBuf
+		}
 	}
 	if old != nil {
 		ch.OldKind = oldKind
-		ch.Old = tupleValues(ch.Old[:0], old)
+		c.rawOld = tupleValues(c.rawOld[:0], old)
+		ch.Old = c.rawOld
+		if !shape.Trivial() {
+			c.oldBuf = shape.Project(c.oldBuf[:0], c.rawOld)
+			ch.Old = c.oldBuf
+		}
 	}
 	return nil
 }

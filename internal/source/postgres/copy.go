@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/sluicehq/sluice/internal/chain"
+	"github.com/sluicehq/sluice/internal/filter"
 )
 
 // SuppliedColumns returns the columns whose values travel in row chunks:
@@ -47,7 +48,10 @@ func copyToSQL(t *chain.Table) string {
 // copyTable streams one table out of the snapshot into chunks.
 func (b *fullBackup) copyTable(ctx context.Context, tx pgx.Tx, idx int, t *chain.Table) (chain.TableData, error) {
 	ncols := len(SuppliedColumns(t))
+	sh := b.shapes[t.QualifiedName()]
 	w := &chunkSink{
+		shape:  sh,
+		masked: maskedFields(sh),
 		b:      b,
 		ctx:    ctx,
 		table:  t.QualifiedName(),
@@ -76,6 +80,12 @@ type chunkSink struct {
 	idx   int
 	ncols int
 	limit int
+	// shape masks the table's values when masked (its fields' recorded
+	// columns, -1 where unmasked) is set; nil masked costs nothing per
+	// tuple.
+	shape   *filter.Shape
+	masked  []int
+	maskBuf []byte
 
 	header  bool
 	trailer bool
@@ -191,6 +201,14 @@ func (s *chunkSink) encodeLoop() {
 }
 
 func (s *chunkSink) encode(seq int, body []byte) error {
+	if s.masked != nil {
+		// The original values go no further than this buffer.
+		var err error
+		if s.maskBuf, err = maskTuples(s.maskBuf[:0], body, s.masked, s.shape); err != nil {
+			return fmt.Errorf("chunk %d of %s: %w", seq, s.table, err)
+		}
+		body = s.maskBuf
+	}
 	rb := chain.NewRowBuilder(s.table, s.ncols)
 	if _, err := rb.AppendTuples(body); err != nil {
 		return err

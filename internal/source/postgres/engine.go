@@ -93,7 +93,7 @@ func (e *engine) RotationFull(ctx context.Context, ch *chain.Chain, o source.Ful
 // fullOptions carries what every full takes.
 func (e *engine) fullOptions(o source.FullOptions) FullBackupOptions {
 	return FullBackupOptions{DSN: e.dsn, Parallel: o.Parallel, ChunkBytes: o.ChunkBytes, AttemptID: o.AttemptID,
-		Progress: o.Progress, AfterSnapshot: o.AfterSnapshot, Now: o.Now}
+		Progress: o.Progress, AfterSnapshot: o.AfterSnapshot, Now: o.Now, Filter: o.Filter}
 }
 
 // OpenCapture opens a capture on the chain slot the chain records, reading
@@ -102,7 +102,7 @@ func (e *engine) OpenCapture(ctx context.Context, o source.CaptureOptions) (sour
 	if o.Source.Slot == "" {
 		return nil, errcode.New(errcode.SlotMissing, "the chain was taken without --chain-slot, so no slot anchors its incrementals")
 	}
-	co := CaptureOptions{DSN: e.dsn, Slot: o.Source.Slot, Publication: e.publication, Source: o.Source, Owner: o.Owner}
+	co := CaptureOptions{DSN: e.dsn, Slot: o.Source.Slot, Publication: e.publication, Source: o.Source, Owner: o.Owner, Filter: o.Filter}
 	if o.OnTakeOver != nil {
 		co.OnTakeOver = func(pid int32) { o.OnTakeOver(int64(pid)) }
 	}

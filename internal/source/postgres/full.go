@@ -17,6 +17,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/chain"
 	"github.com/sluicehq/sluice/internal/errcode"
+	"github.com/sluicehq/sluice/internal/filter"
 	"github.com/sluicehq/sluice/internal/source"
 )
 
@@ -59,6 +60,11 @@ type FullBackupOptions struct {
 	AfterSnapshot func(context.Context) error
 	// Now returns the time recorded in the manifest (default time.Now).
 	Now func() time.Time
+	// Filter decides which tables and columns the full holds and masks
+	// values before they are encoded (nil: everything as is). Its refusals
+	// come before any slot or publication is created, and the manifest
+	// records it.
+	Filter *filter.Filter
 }
 
 func (o *FullBackupOptions) defaults() error {
@@ -94,7 +100,14 @@ func RotationFull(ctx context.Context, ch *chain.Chain, o FullBackupOptions, src
 	if err := checkSourceSettings(ctx, ctl); err != nil {
 		return nil, nil, err
 	}
-	m, cleanup, err = takeSnapshot(ctx, ch, o, "sluice_rotate_"+sanitizeSlot(o.AttemptID), true)
+	if o.Filter != nil {
+		// Refuse what the filter cannot do before the temporary slot
+		// exists.
+		if err := preflightSchema(ctx, ctl, o.Filter); err != nil {
+			return nil, nil, err
+		}
+	}
+	m, cleanup, err = takeSnapshot(ctx, ch, o, "sluice_rotate_"+sanitizeSlot(o.AttemptID), true, fixedEncoder(ctx, ctl.PgConn()))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -134,7 +147,7 @@ func FullBackup(ctx context.Context, ch *chain.Chain, o FullBackupOptions) (*cha
 	if err := checkSourceSettings(ctx, ctl); err != nil {
 		return nil, err
 	}
-	if err := preflightSchema(ctx, ctl); err != nil {
+	if err := preflightSchema(ctx, ctl, o.Filter); err != nil {
 		return nil, err
 	}
 
@@ -175,7 +188,7 @@ func FullBackup(ctx context.Context, ch *chain.Chain, o FullBackupOptions) (*cha
 			}
 		}()
 	}
-	m, cleanup, err := takeSnapshot(ctx, ch, o, slot, !o.ChainSlot)
+	m, cleanup, err := takeSnapshot(ctx, ch, o, slot, !o.ChainSlot, fixedEncoder(ctx, ctl.PgConn()))
 	if err != nil {
 		return nil, err
 	}
@@ -192,8 +205,11 @@ func FullBackup(ctx context.Context, ch *chain.Chain, o FullBackupOptions) (*cha
 // takeSnapshot creates slot (temporary or not) exporting a snapshot, copies
 // every table of that snapshot into chunks, and returns the full's manifest,
 // not yet stored, anchored at the slot's consistent point, plus a cleanup
-// that deletes the chunks if the caller cannot commit them.
-func takeSnapshot(ctx context.Context, ch *chain.Chain, o FullBackupOptions, slot string, temporary bool) (*chain.Manifest, func(), error) {
+// that deletes the chunks if the caller cannot commit them. With a filter
+// it copies only the tables and columns the filter keeps, masked; enc
+// casts the filter's fixed values (on a connection outside the snapshot,
+// so a refused value cannot abort it).
+func takeSnapshot(ctx context.Context, ch *chain.Chain, o FullBackupOptions, slot string, temporary bool, enc filter.FixedEncoder) (*chain.Manifest, func(), error) {
 	repl, err := replicationConnect(ctx, o.DSN, ownerAppName(""))
 	if err != nil {
 		return nil, nil, err
@@ -227,10 +243,11 @@ func takeSnapshot(ctx context.Context, ch *chain.Chain, o FullBackupOptions, slo
 	repl.Close(ctx)
 	replOpen = false
 
-	schema, oids, err := ReadSchema(ctx, b.txs[0])
+	schema, oids, shapes, err := readShapedSchema(ctx, b.txs[0], o.Filter, enc)
 	if err != nil {
 		return nil, nil, classify(err, "read source schema")
 	}
+	b.shapes = shapes
 	if err := checkPrivileges(ctx, b.txs[0], schema, oids); err != nil {
 		return nil, nil, err
 	}
@@ -258,6 +275,7 @@ func takeSnapshot(ctx context.Context, ch *chain.Chain, o FullBackupOptions, slo
 		CreatedAt:     o.Now().UTC(),
 		Schema:        schema,
 		Tables:        tables,
+		Filters:       o.Filter.Record(),
 	}
 	for _, t := range tables {
 		m.Rows += t.Rows
@@ -374,6 +392,9 @@ type fullBackup struct {
 	tablesDone        atomic.Int64
 	writtenMu         sync.Mutex
 	written           []string
+	// shapes are the recorded tables' shapes by qualified name (nil
+	// without a filter).
+	shapes map[string]*filter.Shape
 }
 
 // openSnapshot opens the copy connections, each in a read-only repeatable

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/sluicehq/sluice/internal/chain"
+	"github.com/sluicehq/sluice/internal/filter"
 	"github.com/sluicehq/sluice/internal/value"
 )
 
@@ -22,6 +23,19 @@ const firstUserOID = 16384
 // extensions they use. It runs inside tx so it sees the snapshot. The session
 // must have an empty search_path so every name comes back qualified.
 func ReadSchema(ctx context.Context, tx pgx.Tx) (*chain.Schema, []uint32, error) {
+	s, oids, err := readSchema(ctx, tx)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := checkCarried(ctx, tx, s, oids); err != nil {
+		return nil, nil, err
+	}
+	return s, oids, nil
+}
+
+// readSchema is ReadSchema without the check that the chain can carry the
+// tables: a filtered full checks only the tables and columns it keeps.
+func readSchema(ctx context.Context, tx pgx.Tx) (*chain.Schema, []uint32, error) {
 	s := &chain.Schema{}
 	rows, err := tx.Query(ctx, `
 		SELECT c.oid, n.nspname, c.relname, c.relreplident::text,
@@ -99,22 +113,23 @@ func ReadSchema(ctx context.Context, tx pgx.Tx) (*chain.Schema, []uint32, error)
 		s.Schemas = append(s.Schemas, n)
 	}
 	sort.Strings(s.Schemas)
-	if err := checkCarried(ctx, tx, s, oids); err != nil {
-		return nil, nil, err
-	}
 	return s, oids, nil
 }
 
 // preflightSchema reads the schema as it stands, before any slot or
-// publication exists, so a schema the chain cannot carry is refused while
-// the source is still untouched (the snapshot's own read checks it again).
-func preflightSchema(ctx context.Context, conn *pgx.Conn) error {
+// publication exists, so a schema the chain cannot carry, or one the filter
+// refuses (a key column excluded, a mask the column cannot take), is
+// refused while the source is still untouched (the snapshot's own read
+// checks it again).
+func preflightSchema(ctx context.Context, conn *pgx.Conn, f *filter.Filter) error {
 	tx, err := conn.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly})
 	if err != nil {
 		return classify(err, "read source schema")
 	}
 	defer tx.Rollback(context.Background())
-	_, _, err = ReadSchema(ctx, tx)
+	// A fixed value the server refuses aborts this transaction, and ends
+	// the read with the refusal.
+	_, _, _, err = readShapedSchema(ctx, tx, f, fixedEncoder(ctx, conn.PgConn()))
 	return classify(err, "read source schema")
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/chain"
 	"github.com/sluicehq/sluice/internal/errcode"
+	"github.com/sluicehq/sluice/internal/filter"
 )
 
 // schemaTracker follows the source's table definitions through the log: it
@@ -29,6 +30,14 @@ type schemaTracker struct {
 	knownTypes map[string]bool
 	added      []chain.UserType
 	addedEnums []chain.Enum
+	// filter is the segment's filter (nil: none). The base schema is
+	// already shaped by it; each Relation message is shaped before it is
+	// compared with the tracked definition, and tables it leaves out are
+	// not tracked at all.
+	filter *filter.Filter
+	// named maps "schema.table" to the columns the filter names (excluded
+	// or masked); filled on first use.
+	named map[string][]string
 }
 
 func newSchemaTracker(sql *pgx.Conn, s *chain.Schema) *schemaTracker {
@@ -62,58 +71,55 @@ func (st *schemaTracker) typeName(ctx context.Context, oid uint32, mod int32) (s
 }
 
 // observe compares a Relation message with the tracked definition and
-// returns the table's new definition when it changed (nil when not).
-func (st *schemaTracker) observe(ctx context.Context, rel *pglogrepl.RelationMessageV2) (*chain.Table, error) {
+// returns the table's new definition when it changed (nil when not). With
+// a filter it also returns how the relation's row images cross (nil: as
+// they are) and whether the filter includes the table at all: a table it
+// leaves out is neither tracked nor recorded.
+func (st *schemaTracker) observe(ctx context.Context, rel *pglogrepl.RelationMessageV2) (def *chain.Table, shape *filter.Shape, included bool, err error) {
+	if !st.filter.Includes(rel.Namespace, rel.RelationName) {
+		return nil, nil, false, nil
+	}
 	name := rel.Namespace + "." + rel.RelationName
 	cols := make([]chain.Column, len(rel.Columns))
 	for i, rc := range rel.Columns {
 		typ, err := st.typeName(ctx, rc.DataType, rc.TypeModifier)
 		if err != nil {
-			return nil, err
+			return nil, nil, false, err
 		}
 		cols[i] = chain.Column{Name: rc.Name, Type: typ, TypeOID: rc.DataType, Encoding: chain.EncodingText}
 	}
 	parent, bound, err := st.partitionOf(ctx, rel.Namespace, rel.RelationName)
 	if err != nil {
-		return nil, err
+		return nil, nil, false, err
 	}
 	old, known := st.tables[name]
+	if st.filter != nil {
+		// The recorded definition is shaped: compare it with the relation
+		// shaped alike, so an excluded column never looks like a change.
+		if shape, err = st.shape(ctx, rel, cols, old); err != nil {
+			return nil, nil, false, err
+		}
+		kept := make([]chain.Column, len(shape.Keep))
+		for i, from := range shape.Keep {
+			kept[i] = cols[from]
+		}
+		cols = kept
+	}
 	if known && sameSupplied(SuppliedColumns(old), cols) && old.PartitionOf == parent && old.PartitionBound == bound {
-		return nil, nil
+		return nil, shape, true, nil
 	}
 	var next chain.Table
 	if !known {
-		next = chain.Table{Schema: rel.Namespace, Name: rel.RelationName, Columns: cols, ReplicaIdentity: string(rune(rel.ReplicaIdentity))}
-		var key []string
-		for i, rc := range rel.Columns {
-			if rc.Flags&1 != 0 {
-				key = append(key, cols[i].Name)
-			}
-		}
-		switch rel.ReplicaIdentity {
-		case 'd':
-			next.PrimaryKey = key
-			for _, k := range key {
-				for i := range next.Columns {
-					if next.Columns[i].Name == k {
-						next.Columns[i].NotNull = true
-					}
-				}
-			}
-		case 'i':
-			if len(key) > 0 {
-				next.Indexes = []chain.Index{{Name: rel.RelationName + "_replica_identity", Columns: key, Unique: true}}
-			}
-		}
+		next = relationTable(rel, cols)
 	} else {
 		next = evolve(old, cols)
 	}
 	next.PartitionOf, next.PartitionBound = parent, bound
 	if err := st.fillAttributes(ctx, &next, old); err != nil {
-		return nil, err
+		return nil, nil, false, err
 	}
 	if err := st.typesFor(ctx, &next); err != nil {
-		return nil, err
+		return nil, nil, false, err
 	}
 	// The types travel on the record; the tracked definition, which the
 	// whole schema is built from, does not repeat them.
@@ -121,7 +127,109 @@ func (st *schemaTracker) observe(ctx context.Context, rel *pglogrepl.RelationMes
 	next.Types = nil
 	st.tables[name] = &next
 	st.dirty = true
-	return &out, nil
+	return &out, shape, true, nil
+}
+
+// relationTable is the definition of a table the chain does not hold yet,
+// as far as its Relation message tells: the given columns (the relation's,
+// or those of them the filter keeps) and its replica identity as the key.
+func relationTable(rel *pglogrepl.RelationMessageV2, cols []chain.Column) chain.Table {
+	t := chain.Table{Schema: rel.Namespace, Name: rel.RelationName, Columns: cols, ReplicaIdentity: string(rune(rel.ReplicaIdentity))}
+	var key []string
+	for _, rc := range rel.Columns {
+		if rc.Flags&1 != 0 {
+			key = append(key, rc.Name)
+		}
+	}
+	switch rel.ReplicaIdentity {
+	case 'd':
+		t.PrimaryKey = key
+		for _, k := range key {
+			for i := range t.Columns {
+				if t.Columns[i].Name == k {
+					t.Columns[i].NotNull = true
+				}
+			}
+		}
+	case 'i':
+		if len(key) > 0 {
+			t.Indexes = []chain.Index{{Name: rel.RelationName + "_replica_identity", Columns: key, Unique: true}}
+		}
+	}
+	return t
+}
+
+// shape returns how the row images of a relation cross under the filter.
+// Its input table has exactly the relation's columns in their order (row
+// images are over them), with the tracked definition's attributes, keys
+// and constraints where the table is known, so the filter checks its
+// masks against what the chain recorded. A column the filter names that
+// the relation no longer has (dropped on the source since) is appended as
+// a stand-in, which the filter can find, and left out of the shape again.
+func (st *schemaTracker) shape(ctx context.Context, rel *pglogrepl.RelationMessageV2, cols []chain.Column, old *chain.Table) (*filter.Shape, error) {
+	var in chain.Table
+	if old == nil {
+		in = relationTable(rel, append([]chain.Column(nil), cols...))
+	} else {
+		in = *old
+		in.Types = nil
+		recorded := make(map[string]chain.Column, len(old.Columns))
+		for _, c := range old.Columns {
+			recorded[c.Name] = c
+		}
+		in.Columns = make([]chain.Column, 0, len(cols))
+		for _, c := range cols {
+			if rc, ok := recorded[c.Name]; ok && rc.TypeOID == c.TypeOID && rc.Type == c.Type {
+				c = rc
+			}
+			in.Columns = append(in.Columns, c)
+		}
+	}
+	present := make(map[string]bool, len(cols))
+	for _, c := range cols {
+		present[c.Name] = true
+	}
+	for _, n := range st.namedColumns(rel.Namespace + "." + rel.RelationName) {
+		if !present[n] {
+			present[n] = true
+			in.Columns = append(in.Columns, chain.Column{Name: n, Type: "text", TypeOID: oidText, Encoding: chain.EncodingText})
+		}
+	}
+	sh, err := st.filter.Shape(&in, fixedEncoder(ctx, st.sql.PgConn()))
+	if err != nil {
+		return nil, err
+	}
+	// Stand-ins come last in the input, so a masked one kept by the shape
+	// is at its end.
+	n := len(sh.Keep)
+	for n > 0 && sh.Keep[n-1] >= len(cols) {
+		n--
+	}
+	if n < len(sh.Keep) {
+		t := *sh.Table
+		t.Columns = t.Columns[:n:n]
+		sh.Table, sh.Keep = &t, sh.Keep[:n:n]
+	}
+	return sh, nil
+}
+
+// namedColumns returns the columns of table q ("schema.table") the filter
+// excludes or masks.
+func (st *schemaTracker) namedColumns(q string) []string {
+	if st.named == nil {
+		st.named = map[string][]string{}
+		r := st.filter.Record()
+		names := append([]string(nil), r.ExcludeColumns...)
+		for _, m := range r.Masks {
+			names = append(names, m.Column)
+		}
+		for _, c := range names {
+			if i := strings.LastIndexByte(c, '.'); i > 0 {
+				st.named[c[:i]] = append(st.named[c[:i]], c[i+1:])
+			}
+		}
+	}
+	return st.named[q]
 }
 
 // typesFor refuses a table the log brought that the chain cannot carry (a
