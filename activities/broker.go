@@ -25,6 +25,10 @@ type BrokerParams struct {
 	Stream string             `json:"stream"`
 	// Health holds the run's verdict thresholds (zero: the defaults).
 	Health health.Thresholds `json:"health,omitzero"`
+	// Subset is the part of the chain's tables the stream applies
+	// (--include-table, --exclude-table; zero: every table). The stream's
+	// position records it, and a run asking for another is refused.
+	Subset target.Subset `json:"subset,omitzero"`
 }
 
 // BrokerStartParams choose the start mode.
@@ -132,7 +136,13 @@ func (a *Activities) prepareBroker(ctx context.Context, p BrokerStartParams) (Br
 		if err := ddlcheck.Check(schema); err != nil {
 			return BrokerStart{}, err
 		}
-		if err := tgt.JudgeColdStart(ctx, schema); err != nil {
+		// The reset drops and restores only the tables of the subset.
+		sel, err := p.Subset.Select(schema)
+		if err != nil {
+			return BrokerStart{}, err
+		}
+		taken, _ := sel.Schema(schema)
+		if err := tgt.JudgeColdStart(ctx, taken); err != nil {
 			return BrokerStart{}, err
 		}
 		tail, err := coldStartTail(ctx, ch, cat, p.Point)
@@ -162,6 +172,11 @@ func (a *Activities) prepareBroker(ctx context.Context, p BrokerStartParams) (Br
 	if found && tok.ChainID != cat.ChainID {
 		return BrokerStart{}, errcode.New(errcode.BrokerChainMismatch, "stream %q holds a position in chain %s; %s holds chain %s", p.Stream, tok.ChainID, p.Store.URL, cat.ChainID)
 	}
+	if found && !tok.Subset.Equal(p.Subset) {
+		// A table newly taken would lack its history, one newly left out
+		// would go stale: only a reset changes a stream's subset.
+		return BrokerStart{}, target.SubsetChanged(p.Stream, tok.Subset, p.Subset)
+	}
 	if p.AtChainID != "" {
 		if _, _, ok := cat.Find(p.AtChainID); !ok {
 			return BrokerStart{}, errcode.New(errcode.LinkNotFound, "--at-chain-id %s: the chain at %s has no such link", p.AtChainID, p.Store.URL)
@@ -188,7 +203,7 @@ func (a *Activities) prepareBroker(ctx context.Context, p BrokerStartParams) (Br
 		}
 		// Marks of an earlier run under this stream ID must not skip a change
 		// this target never received: they go with the old position.
-		tok = apply.Token{Engine: apply.EngineBroker, Stream: p.Stream, ChainID: cat.ChainID, LastApplied: p.AtChainID}
+		tok = apply.Token{Engine: apply.EngineBroker, Stream: p.Stream, ChainID: cat.ChainID, LastApplied: p.AtChainID, Subset: p.Subset}
 		if err := replaceState(ctx, st, tok); err != nil {
 			return BrokerStart{}, err
 		}
@@ -232,7 +247,7 @@ func (a *Activities) InitBrokerPosition(ctx context.Context, p InitPositionParam
 		return a.temporalError(err)
 	}
 	defer tgt.Close(context.Background())
-	tok := apply.Token{Engine: apply.EngineBroker, Stream: p.Stream, ChainID: p.ChainID, LastApplied: p.LastApplied}
+	tok := apply.Token{Engine: apply.EngineBroker, Stream: p.Stream, ChainID: p.ChainID, LastApplied: p.LastApplied, Subset: p.Subset}
 	return a.temporalError(replaceState(ctx, tgt.State(), tok))
 }
 
@@ -477,7 +492,9 @@ type BrokerApplyParams struct {
 type BrokerApplyResult struct {
 	Applied int64 `json:"applied"`
 	Skipped int64 `json:"skipped"`
-	Resumed bool  `json:"resumed,omitempty"`
+	// Excluded counts the changes of tables the stream's subset leaves out.
+	Excluded int64 `json:"excluded,omitempty"`
+	Resumed  bool  `json:"resumed,omitempty"`
 	// Stopped: the apply stopped at StopAt, inside the incremental.
 	Stopped bool `json:"stopped,omitempty"`
 	// Replan: nothing was applied, the incremental changed since the cut
@@ -525,7 +542,7 @@ func (a *Activities) ApplyBrokerIncremental(ctx context.Context, p BrokerApplyPa
 	r, err := apply.ApplyIncremental(ctx, ch, m, schema, tgt, apply.Options{
 		Stream: p.Stream, Owner: owner, Lanes: p.Concurrency, ExpectedLast: p.Link.ExpectedLast, Arbiters: p.Arbiters,
 		Verified: &apply.Verified{Generation: cat.Generation, Commit: cat.StoredHash()},
-		StopAt:   p.StopAt, StopDigest: p.StopDigest,
+		StopAt:   p.StopAt, StopDigest: p.StopDigest, Subset: p.Subset,
 		Progress: func(n int64) {
 			applied.Store(n)
 			a.Health.Delivered(k)
@@ -545,7 +562,7 @@ func (a *Activities) ApplyBrokerIncremental(ctx context.Context, p BrokerApplyPa
 	if !r.Stopped && !r.Replan {
 		a.Health.AppliedLink(k)
 	}
-	return BrokerApplyResult{Applied: r.Applied, Skipped: r.Skipped, Resumed: r.Resumed, Stopped: r.Stopped, Replan: r.Replan}, nil
+	return BrokerApplyResult{Applied: r.Applied, Skipped: r.Skipped, Excluded: r.Excluded, Resumed: r.Resumed, Stopped: r.Stopped, Replan: r.Replan}, nil
 }
 
 // JudgeResult is what the judgment of an incremental found.
@@ -573,7 +590,11 @@ func (a *Activities) judgeBrokerIncremental(ctx context.Context, p BrokerApplyPa
 	if err != nil {
 		return JudgeResult{}, a.temporalError(err)
 	}
-	j, err := tgt.JudgeIncremental(ctx, ch, m, schema)
+	sel, err := p.Subset.Select(schema)
+	if err != nil {
+		return JudgeResult{}, a.temporalError(err)
+	}
+	j, err := tgt.JudgeIncremental(ctx, ch, m, schema, sel)
 	if err != nil {
 		return JudgeResult{}, a.temporalError(err)
 	}

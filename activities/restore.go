@@ -26,17 +26,21 @@ type PlanRestoreParams struct {
 	// GTID set, a binlog file:offset), restores every transaction at or
 	// before it and nothing after (restore --until-position).
 	UntilPosition string `json:"until_position,omitempty"`
+	// Subset is the part of the chain's tables to restore (zero: all).
+	Subset target.Subset `json:"subset,omitzero"`
 }
 
 // RestorePlan names the full to restore, its tables, and the incrementals
 // of its segment to apply after it, in order.
 type RestorePlan struct {
-	ChainID      string         `json:"chain_id"`
-	FullID       string         `json:"full_id"`
-	Tables       []RestoreTable `json:"tables"`
-	Rows         int64          `json:"rows"`
-	Incrementals []string       `json:"incrementals,omitempty"`
-	Changes      int64          `json:"changes,omitempty"`
+	ChainID string         `json:"chain_id"`
+	FullID  string         `json:"full_id"`
+	Tables  []RestoreTable `json:"tables"`
+	Rows    int64          `json:"rows"`
+	// Excluded names the tables of the full the subset leaves out.
+	Excluded     []string `json:"excluded,omitempty"`
+	Incrementals []string `json:"incrementals,omitempty"`
+	Changes      int64    `json:"changes,omitempty"`
 	// Through is the last link the restore reaches.
 	Through string `json:"through"`
 	// NotCarried names what the chain's source engine does not carry
@@ -114,7 +118,13 @@ func (a *Activities) PlanRestore(ctx context.Context, p PlanRestoreParams) (Rest
 	// What the source engine does not carry, as that engine says it (an
 	// engine this worker does not link in carries no note).
 	traits, _ := source.TraitsOf(m.Source.Engine)
-	plan := RestorePlan{ChainID: cat.ChainID, FullID: m.ID, Rows: m.Rows, Through: through, NotCarried: traits.NotCarried}
+	var plan RestorePlan
+	sel, err := p.Subset.Select(m.Schema)
+	if err != nil {
+		return RestorePlan{}, a.temporalError(err)
+	}
+	_, plan.Excluded = sel.Schema(m.Schema)
+	plan.ChainID, plan.FullID, plan.Through, plan.NotCarried = cat.ChainID, m.ID, through, traits.NotCarried
 	for _, l := range path[1:] {
 		plan.Incrementals = append(plan.Incrementals, l.ID)
 		plan.Changes += l.Changes
@@ -125,7 +135,11 @@ func (a *Activities) PlanRestore(ctx context.Context, p PlanRestoreParams) (Rest
 		}
 	}
 	for _, t := range m.Tables {
+		if !sel.Takes(t.Table) {
+			continue
+		}
 		plan.Tables = append(plan.Tables, RestoreTable{Name: t.Table, Rows: t.Rows, Chunks: len(t.Chunks)})
+		plan.Rows += t.Rows
 	}
 	// Largest first, so the longest load starts at once.
 	sort.SliceStable(plan.Tables, func(i, j int) bool {
@@ -230,42 +244,59 @@ type TargetParams struct {
 	ChainID string             `json:"chain_id"`
 	FullID  string             `json:"full_id"`
 	Replace bool               `json:"replace,omitempty"`
+	// Subset is the part of the chain's tables restored (zero: all).
+	Subset target.Subset `json:"subset,omitzero"`
+}
+
+// restoreFull is what a restore step works on: the chain, the full, the
+// subset of the full's schema the restore creates, and the target.
+type restoreFull struct {
+	ch     *chain.Chain
+	m      *chain.Manifest
+	schema *chain.Schema
+	sel    *target.Selection
+	t      target.Target
 }
 
 // openFull opens the chain, the full a restore loads and its target; the
 // caller closes the target.
-func (a *Activities) openFull(ctx context.Context, p TargetParams) (*chain.Chain, *chain.Manifest, target.Target, error) {
+func (a *Activities) openFull(ctx context.Context, p TargetParams) (restoreFull, error) {
 	ch, err := a.openChain(ctx, p.Store)
 	if err != nil {
-		return nil, nil, nil, err
+		return restoreFull{}, err
 	}
 	m, err := a.manifest(ctx, ch, p.FullID)
 	if err != nil {
-		return nil, nil, nil, err
+		return restoreFull{}, err
 	}
 	if m.Schema == nil {
-		return nil, nil, nil, errcode.New(errcode.ManifestInvalid, "full %s records no schema", m.ID)
+		return restoreFull{}, errcode.New(errcode.ManifestInvalid, "full %s records no schema", m.ID)
 	}
+	sel, err := p.Subset.Select(m.Schema)
+	if err != nil {
+		return restoreFull{}, err
+	}
+	schema, _ := sel.Schema(m.Schema)
 	t, err := openTarget(ctx, p.Target)
 	if err != nil {
-		return nil, nil, nil, err
+		return restoreFull{}, err
 	}
-	return ch, m, t, nil
+	return restoreFull{ch: ch, m: m, schema: schema, sel: sel, t: t}, nil
 }
 
 // PrepareTarget refuses a target whose tables already hold rows (unless
 // Replace) and creates the schemas, types and free sequences the tables need.
 func (a *Activities) PrepareTarget(ctx context.Context, p TargetParams) error {
 	defer a.heartbeat(ctx, nil).stop()
-	_, m, t, err := a.openFull(ctx, p)
+	f, err := a.openFull(ctx, p)
 	if err != nil {
 		return a.temporalError(err)
 	}
-	defer t.Close(context.Background())
-	if err := t.Prepare(ctx, m.Schema, p.Replace); err != nil {
+	defer f.t.Close(context.Background())
+	if err := f.t.Prepare(ctx, f.schema, p.Replace); err != nil {
 		return a.temporalError(err)
 	}
-	return a.temporalError(t.ClearRestoreLinks(ctx, p.ChainID))
+	return a.temporalError(f.t.ClearRestoreLinks(ctx, p.ChainID))
 }
 
 // LoadTableParams name one table to load.
@@ -286,25 +317,28 @@ type LoadProgress struct {
 func (a *Activities) LoadTable(ctx context.Context, p LoadTableParams) (int64, error) {
 	hb := a.heartbeat(ctx, nil)
 	defer hb.stop()
-	ch, m, t, err := a.openFull(ctx, p.TargetParams)
+	f, err := a.openFull(ctx, p.TargetParams)
 	if err != nil {
 		return 0, a.temporalError(err)
 	}
-	defer t.Close(context.Background())
+	defer f.t.Close(context.Background())
 	var td *chain.TableData
-	for i := range m.Tables {
-		if m.Tables[i].Table == p.Table {
-			td = &m.Tables[i]
+	for i := range f.m.Tables {
+		if f.m.Tables[i].Table == p.Table {
+			td = &f.m.Tables[i]
 		}
 	}
 	if td == nil {
-		return 0, a.temporalError(fmt.Errorf("full %s has no table %s", m.ID, p.Table))
+		return 0, a.temporalError(fmt.Errorf("full %s has no table %s", f.m.ID, p.Table))
+	}
+	if !f.sel.Takes(p.Table) {
+		return 0, a.temporalError(fmt.Errorf("table %s of full %s is not in the restore's subset (%s)", p.Table, f.m.ID, p.Subset))
 	}
 	var rows, raw atomic.Int64
 	hb.report(func() any {
 		return LoadProgress{Table: p.Table, Rows: rows.Load(), RawBytes: raw.Load()}
 	})
-	n, err := t.LoadTable(ctx, ch, m.Schema, *td, func(r, b int64) {
+	n, err := f.t.LoadTable(ctx, f.ch, f.schema, *td, func(r, b int64) {
 		rows.Add(r)
 		raw.Add(b)
 	})
@@ -317,12 +351,12 @@ func (a *Activities) LoadTable(ctx context.Context, p LoadTableParams) (int64, e
 // FinishTarget adds foreign keys and sets the free sequences' values.
 func (a *Activities) FinishTarget(ctx context.Context, p TargetParams) error {
 	defer a.heartbeat(ctx, nil).stop()
-	_, m, t, err := a.openFull(ctx, p)
+	f, err := a.openFull(ctx, p)
 	if err != nil {
 		return a.temporalError(err)
 	}
-	defer t.Close(context.Background())
-	return a.temporalError(t.Finish(ctx, m.Schema))
+	defer f.t.Close(context.Background())
+	return a.temporalError(f.t.Finish(ctx, f.schema))
 }
 
 // ApplyIncrementalParams name one incremental a restore applies.
@@ -363,6 +397,12 @@ func (a *Activities) ApplyIncremental(ctx context.Context, p ApplyIncrementalPar
 			"incremental %s of chain %s changed since the restore was planned: its records digest is %s, the plan counted %d records of %s",
 			m.ID, p.ChainID, m.RecordsDigest(), p.Records, p.RecordsDigest))
 	}
+	// Only the changes of the subset's tables apply; the rest are read
+	// and checked with them.
+	sel, err := p.Subset.Select(schema)
+	if err != nil {
+		return 0, a.temporalError(err)
+	}
 	t, err := openTarget(ctx, p.Target)
 	if err != nil {
 		return 0, a.temporalError(err)
@@ -370,7 +410,7 @@ func (a *Activities) ApplyIncremental(ctx context.Context, p ApplyIncrementalPar
 	defer t.Close(context.Background())
 	var done atomic.Int64
 	hb.report(func() any { return ApplyProgress{Incremental: m.ID, Changes: done.Load()} })
-	applied, err := t.RestoreIncremental(ctx, ch, p.ChainID, m, schema, p.Records, func(n int64) { done.Store(n) })
+	applied, err := t.RestoreIncremental(ctx, ch, p.ChainID, m, schema, sel, p.Records, func(n int64) { done.Store(n) })
 	if err != nil || !applied {
 		return 0, a.temporalError(err)
 	}

@@ -47,13 +47,19 @@ type Options struct {
 	// compaction rewrote it since) is not applied and Result.Replan says
 	// so.
 	StopDigest string
+	// Subset is the stream's subset of the chain's tables (zero: all):
+	// changes of other tables are skipped, not applied, and the position
+	// moves past them all the same. It must be the one the position was
+	// written under (SLUICE-E-BROKER-SUBSET-CHANGED otherwise).
+	Subset target.Subset
 }
 
 // Result reports one applied incremental.
 type Result struct {
 	// Applied counts the changes applied; Skipped those already applied
-	// (below the position, or marked).
-	Applied, Skipped int64
+	// (below the position, or marked); Excluded those of tables the
+	// subset leaves out, which are never applied.
+	Applied, Skipped, Excluded int64
 	// Resumed is true when the run started inside the incremental.
 	Resumed bool
 	// Stopped is true when the apply stopped at Options.StopAt, inside
@@ -83,6 +89,13 @@ func ApplyIncremental(ctx context.Context, ch *chain.Chain, m *chain.Manifest, s
 	var res Result
 	st := t.State()
 	tok, err := ReadOwnedToken(ctx, st, o.Stream, o.Owner)
+	if err != nil {
+		return res, err
+	}
+	if !tok.Subset.Equal(o.Subset) {
+		return res, target.SubsetChanged(o.Stream, tok.Subset, o.Subset)
+	}
+	sel, err := o.Subset.Select(schema)
 	if err != nil {
 		return res, err
 	}
@@ -149,7 +162,7 @@ func ApplyIncremental(ctx context.Context, ch *chain.Chain, m *chain.Manifest, s
 		lanes = append(lanes, l)
 	}
 
-	d := &dispatcher{lanes: lanes, m: m, digest: digest, tok: tok, o: o, marks: marks, res: &res}
+	d := &dispatcher{lanes: lanes, m: m, digest: digest, tok: tok, o: o, marks: marks, res: &res, sel: sel}
 	if ic, ok := t.(target.ImplicitCommitter); ok {
 		d.implicit = ic.CommitsImplicitly()
 	}
@@ -217,6 +230,8 @@ type dispatcher struct {
 	// implicit is set for a target whose schema changes and truncates
 	// commit the open transaction by themselves (target.ImplicitCommitter).
 	implicit bool
+	// sel is the stream's subset of the tables (nil: all of them).
+	sel *target.Selection
 
 	open     bool
 	cur      chain.Change // the open transaction's begin record
@@ -245,6 +260,14 @@ func (d *dispatcher) record(ctx context.Context, index int64, skipped bool, c *c
 	}
 	if !d.open {
 		return errcode.New(errcode.ChunkCorrupt, "incremental %s: record %d is a change outside a transaction", d.m.ID, index)
+	}
+	// A change of a table the subset leaves out is neither applied nor
+	// marked; the transaction's commit moves the position past it all
+	// the same. Truncates keep only the tables taken.
+	c, keep := d.sel.Keep(c)
+	if !keep {
+		d.res.Excluded++
+		return nil
 	}
 	if skipped || (c.Identified && d.marks.Has(c)) {
 		// Applied before: only the lanes' view of the schema moves.

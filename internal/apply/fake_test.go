@@ -64,10 +64,10 @@ func (f *fakeTarget) State() target.StateStore                            { retu
 func (f *fakeTarget) LoadTable(context.Context, *chain.Chain, *chain.Schema, chain.TableData, target.LoadProgress) (int64, error) {
 	return 0, nil
 }
-func (f *fakeTarget) RestoreIncremental(context.Context, *chain.Chain, string, *chain.Manifest, *chain.Schema, int64, func(int64)) (bool, error) {
+func (f *fakeTarget) RestoreIncremental(context.Context, *chain.Chain, string, *chain.Manifest, *chain.Schema, *target.Selection, int64, func(int64)) (bool, error) {
 	return false, nil
 }
-func (f *fakeTarget) JudgeIncremental(context.Context, *chain.Chain, *chain.Manifest, *chain.Schema) (target.Judgment, error) {
+func (f *fakeTarget) JudgeIncremental(context.Context, *chain.Chain, *chain.Manifest, *chain.Schema, *target.Selection) (target.Judgment, error) {
 	return target.Judgment{}, nil
 }
 

@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/chain"
 	"github.com/sluicehq/sluice/internal/errcode"
+	"github.com/sluicehq/sluice/internal/target"
 )
 
 // Engine markers of position tokens.
@@ -47,6 +48,9 @@ type Token struct {
 	// applying from it, written with the position: a chain whose catalog
 	// is older (a rollback, a truncated tail) is refused.
 	Verified *Verified `json:"verified,omitempty"`
+	// Subset is the part of the chain's tables the stream applies to this
+	// target (zero: every table). A run asking for another is refused.
+	Subset target.Subset `json:"subset,omitzero"`
 }
 
 // Verified names a catalog generation a broker verified: its number and

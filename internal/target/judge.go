@@ -49,10 +49,11 @@ type KeyProbe interface {
 // identities and marks; when the incremental records no identities, a
 // change to the table carries none, or the marks cannot cover it, the
 // replay is refused with SLUICE-E-BROKER-KEYLESS-TABLE naming the reason.
-// schema is the schema in force before m.
-func Judge(ctx context.Context, ch *chain.Chain, m *chain.Manifest, schema *chain.Schema, probe KeyProbe) (Judgment, error) {
+// schema is the schema in force before m. Tables sel does not take are
+// neither judged nor listed: nothing of them is applied.
+func Judge(ctx context.Context, ch *chain.Chain, m *chain.Manifest, schema *chain.Schema, sel *Selection, probe KeyProbe) (Judgment, error) {
 	var j Judgment
-	facts, err := gatherFacts(ctx, ch, m, schema)
+	facts, err := gatherFacts(ctx, ch, m, schema, sel)
 	if err != nil {
 		return j, err
 	}
@@ -123,8 +124,8 @@ type tableFacts struct {
 
 // gatherFacts reads m's changes and records, per table touched, its
 // definition as of its last schema change and how many of its changes
-// carry no identity.
-func gatherFacts(ctx context.Context, ch *chain.Chain, m *chain.Manifest, schema *chain.Schema) (map[string]*tableFacts, error) {
+// carry no identity; tables sel does not take are left out.
+func gatherFacts(ctx context.Context, ch *chain.Chain, m *chain.Manifest, schema *chain.Schema, sel *Selection) (map[string]*tableFacts, error) {
 	defs := map[string]*chain.Table{}
 	if schema != nil {
 		for i := range schema.Tables {
@@ -146,7 +147,10 @@ func gatherFacts(ctx context.Context, ch *chain.Chain, m *chain.Manifest, schema
 			return nil, err
 		}
 		for it.Next() {
-			c := it.Change()
+			c, keep := sel.Keep(it.Change())
+			if !keep {
+				continue
+			}
 			switch c.Op {
 			case chain.OpBegin, chain.OpCommit:
 				continue

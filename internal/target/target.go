@@ -34,15 +34,17 @@ type Target interface {
 	// RestoreIncremental applies incremental m of chain chainID in one
 	// transaction unless the target records it as applied already; it
 	// reports whether it applied it. schema is the schema in force before m.
-	// records, when positive, applies only m's first records (a restore to
-	// a point stops on a transaction boundary inside m); every record is
-	// still read and checked.
-	RestoreIncremental(ctx context.Context, ch *chain.Chain, chainID string, m *chain.Manifest, schema *chain.Schema, records int64, progress func(changes int64)) (bool, error)
+	// sel, when not nil, applies only the changes it keeps (a restore of a
+	// subset of the tables). records, when positive, applies only m's first
+	// records (a restore to a point stops on a transaction boundary inside
+	// m); every record is still read and checked.
+	RestoreIncremental(ctx context.Context, ch *chain.Chain, chainID string, m *chain.Manifest, schema *chain.Schema, sel *Selection, records int64, progress func(changes int64)) (bool, error)
 
 	// JudgeIncremental decides, before any of m is applied, whether its
 	// replay can be exactly-once on this target (keys, keyless tables,
-	// marks), refusing with a coded error when it cannot.
-	JudgeIncremental(ctx context.Context, ch *chain.Chain, m *chain.Manifest, schema *chain.Schema) (Judgment, error)
+	// marks), refusing with a coded error when it cannot. sel, when not
+	// nil, leaves the tables it does not take out of the judgment.
+	JudgeIncremental(ctx context.Context, ch *chain.Chain, m *chain.Manifest, schema *chain.Schema, sel *Selection) (Judgment, error)
 	// JudgeColdStart refuses a reset whose restore could not be replayed
 	// into exactly once.
 	JudgeColdStart(ctx context.Context, schema *chain.Schema) error

@@ -49,13 +49,13 @@ func (t *Target) multiUniqueTables() map[string]bool {
 // KEY or UNIQUE index of NOT NULL, non-generated columns the rows supply in
 // full — an index on a column prefix (SUB_PART) or an expression never
 // counts — and a view under the name is refused.
-func (t *Target) JudgeIncremental(ctx context.Context, ch *chain.Chain, m *chain.Manifest, schema *chain.Schema) (target.Judgment, error) {
+func (t *Target) JudgeIncremental(ctx context.Context, ch *chain.Chain, m *chain.Manifest, schema *chain.Schema, sel *target.Selection) (target.Judgment, error) {
 	conn, err := t.db.Conn(ctx)
 	if err != nil {
 		return target.Judgment{}, classify(err, "connect to judge incremental "+m.ID)
 	}
 	defer conn.Close()
-	return target.Judge(ctx, ch, m, schema, keyProbe{t: t, conn: conn})
+	return target.Judge(ctx, ch, m, schema, sel, keyProbe{t: t, conn: conn})
 }
 
 // JudgeColdStart runs, before a --reset-target-data cold start drops

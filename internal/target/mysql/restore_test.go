@@ -218,16 +218,16 @@ func TestRestoreIncrementalResumesAcrossASchemaChange(t *testing.T) {
 	ch, m := chaintest.WriteIncremental(t, recs, 2)
 	ctx := context.Background()
 	crashAt(t, true)
-	if _, err := tg.RestoreIncremental(ctx, ch, "chain-1", m, s, 0, nil); !errors.Is(err, errCrash) {
+	if _, err := tg.RestoreIncremental(ctx, ch, "chain-1", m, s, nil, 0, nil); !errors.Is(err, errCrash) {
 		t.Fatalf("first restore: %v, want the injected crash", err)
 	}
 	testHookImplicit = nil
-	applied, err := tg.RestoreIncremental(ctx, ch, "chain-1", m, s, 0, nil)
+	applied, err := tg.RestoreIncremental(ctx, ch, "chain-1", m, s, nil, 0, nil)
 	if err != nil || !applied {
 		t.Fatalf("second restore: applied %t, %v", applied, err)
 	}
 	wantRows(t, tg.db, "SELECT a, b, c FROM kl ORDER BY a", "1|x|NULL", "2|y|z")
-	if applied, err := tg.RestoreIncremental(ctx, ch, "chain-1", m, s, 0, nil); err != nil || applied {
+	if applied, err := tg.RestoreIncremental(ctx, ch, "chain-1", m, s, nil, 0, nil); err != nil || applied {
 		t.Fatalf("third restore: applied %t, %v; want it skipped", applied, err)
 	}
 }

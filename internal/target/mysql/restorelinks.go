@@ -8,6 +8,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/chain"
 	"github.com/sluicehq/sluice/internal/errcode"
+	"github.com/sluicehq/sluice/internal/target"
 )
 
 // restoreLinksSQL creates the table recording how far a restore applied
@@ -31,8 +32,9 @@ func restoreLinksSQL(f flavor) string {
 // target records it as applied, and reports whether it applied it. schema
 // is the schema in force before m. It checks the transaction framing and
 // that m's chunks hold the changes and transactions m records before the
-// last commit. records, when positive, applies only m's first records.
-func (t *Target) RestoreIncremental(ctx context.Context, ch *chain.Chain, chainID string, m *chain.Manifest, schema *chain.Schema, records int64, progress func(changes int64)) (bool, error) {
+// last commit. records, when positive, applies only m's first records, and
+// sel, when not nil, only the changes it keeps of them.
+func (t *Target) RestoreIncremental(ctx context.Context, ch *chain.Chain, chainID string, m *chain.Manifest, schema *chain.Schema, sel *target.Selection, records int64, progress func(changes int64)) (bool, error) {
 	if m == nil || m.Kind != chain.KindIncremental {
 		return false, errcode.New(errcode.ManifestInvalid, "restore incremental: link is not an incremental")
 	}
@@ -63,6 +65,10 @@ func (t *Target) RestoreIncremental(ctx context.Context, ch *chain.Chain, chainI
 	err = ch.WalkIncremental(ctx, m, func(c *chain.Change) error {
 		i := index
 		index++
+		c, keep := sel.Keep(c)
+		if !keep {
+			return nil // a table the subset leaves out
+		}
 		if i < through {
 			r.app.track(c)
 			return nil

@@ -8,6 +8,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/chain"
 	"github.com/sluicehq/sluice/internal/errcode"
+	"github.com/sluicehq/sluice/internal/target"
 )
 
 // ApplyIncremental applies every change of incremental m to the target in
@@ -32,7 +33,7 @@ func ApplyIncremental(ctx context.Context, conn *pgx.Conn, ch *chain.Chain, m *c
 		return nil, classify(err, "begin apply of incremental "+m.ID)
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	after, err := applyIncrementalTx(ctx, conn, tx, ch, m, schema, 0, progress)
+	after, err := applyIncrementalTx(ctx, conn, tx, ch, m, schema, nil, 0, progress)
 	if err != nil {
 		return nil, err
 	}
@@ -43,8 +44,9 @@ func ApplyIncremental(ctx context.Context, conn *pgx.Conn, ch *chain.Chain, m *c
 }
 
 // applyIncrementalTx applies and checks incremental m inside tx: only its
-// first records when records is positive, all of it otherwise.
-func applyIncrementalTx(ctx context.Context, conn *pgx.Conn, tx pgx.Tx, ch *chain.Chain, m *chain.Manifest, schema *chain.Schema, records int64, progress func(changes int64)) (*chain.Schema, error) {
+// first records when records is positive, all of it otherwise; of those,
+// only the changes sel keeps.
+func applyIncrementalTx(ctx context.Context, conn *pgx.Conn, tx pgx.Tx, ch *chain.Chain, m *chain.Manifest, schema *chain.Schema, sel *target.Selection, records int64, progress func(changes int64)) (*chain.Schema, error) {
 	a := NewApplier(schema)
 	defer func() { _ = a.Release(context.WithoutCancel(ctx), conn) }()
 	var role string
@@ -52,12 +54,12 @@ func applyIncrementalTx(ctx context.Context, conn *pgx.Conn, tx pgx.Tx, ch *chai
 		a.HoldBack(role == "replica")
 	}
 
-	err := ch.WalkIncremental(ctx, m, chain.FirstRecords(records, func(c *chain.Change) error {
+	err := ch.WalkIncremental(ctx, m, chain.FirstRecords(records, sel.Visit(func(c *chain.Change) error {
 		if err := a.Apply(ctx, tx, c); err != nil {
 			return fmt.Errorf("incremental %s: %w", m.ID, err)
 		}
 		return nil
-	}), func(changes int64) error {
+	})), func(changes int64) error {
 		if err := a.Flush(ctx, tx); err != nil {
 			return fmt.Errorf("incremental %s: %w", m.ID, err)
 		}

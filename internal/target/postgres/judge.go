@@ -20,12 +20,12 @@ type Judgment = target.Judgment
 // the live table's side is the ON CONFLICT arbiter the applier picks,
 // primary key first, which must be made of columns the rows supply (a view,
 // foreign table or materialized view under the name is refused).
-func JudgeIncremental(ctx context.Context, conn *pgx.Conn, ch *chain.Chain, m *chain.Manifest, schema *chain.Schema) (Judgment, error) {
+func JudgeIncremental(ctx context.Context, conn *pgx.Conn, ch *chain.Chain, m *chain.Manifest, schema *chain.Schema, sel *target.Selection) (Judgment, error) {
 	checked, err := checkedSchema(schema)
 	if err != nil {
 		return Judgment{}, err
 	}
-	return target.Judge(ctx, ch, m, checked, keyProbe{conn: conn})
+	return target.Judge(ctx, ch, m, checked, sel, keyProbe{conn: conn})
 }
 
 // keyProbe is the PostgreSQL target's side of the judgment.

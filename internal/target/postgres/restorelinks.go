@@ -7,6 +7,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/sluicehq/sluice/internal/chain"
+	"github.com/sluicehq/sluice/internal/target"
 )
 
 // restoreLinksTable records which incrementals a restore has applied to the
@@ -17,8 +18,9 @@ const restoreLinksTable = "public.sluice_restore_links"
 
 // RestoreIncremental applies incremental m of chain chainID once: if the
 // target already records it as applied it does nothing and reports false.
-// records, when positive, applies only m's first records.
-func RestoreIncremental(ctx context.Context, conn *pgx.Conn, ch *chain.Chain, chainID string, m *chain.Manifest, schema *chain.Schema, records int64, progress func(changes int64)) (bool, error) {
+// sel, when not nil, applies only the changes it keeps; records, when
+// positive, applies only m's first records.
+func RestoreIncremental(ctx context.Context, conn *pgx.Conn, ch *chain.Chain, chainID string, m *chain.Manifest, schema *chain.Schema, sel *target.Selection, records int64, progress func(changes int64)) (bool, error) {
 	if _, err := conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS `+restoreLinksTable+` (
 		chain_id text NOT NULL, link_id text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now(),
 		PRIMARY KEY (chain_id, link_id))`); err != nil {
@@ -37,7 +39,7 @@ func RestoreIncremental(ctx context.Context, conn *pgx.Conn, ch *chain.Chain, ch
 	if !errors.Is(err, pgx.ErrNoRows) {
 		return false, classify(err, "read "+restoreLinksTable)
 	}
-	if _, err := applyIncrementalTx(ctx, conn, tx, ch, m, schema, records, progress); err != nil {
+	if _, err := applyIncrementalTx(ctx, conn, tx, ch, m, schema, sel, records, progress); err != nil {
 		return false, err
 	}
 	if _, err := tx.Exec(ctx, `INSERT INTO `+restoreLinksTable+` (chain_id, link_id) VALUES ($1, $2)`, chainID, m.ID); err != nil {

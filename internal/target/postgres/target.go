@@ -76,13 +76,13 @@ func (t *Target) LoadTable(ctx context.Context, ch *chain.Chain, s *chain.Schema
 func (t *Target) Finish(ctx context.Context, s *chain.Schema) error { return Finish(ctx, t.conn, s) }
 
 // RestoreIncremental is RestoreIncremental on the control connection.
-func (t *Target) RestoreIncremental(ctx context.Context, ch *chain.Chain, chainID string, m *chain.Manifest, schema *chain.Schema, records int64, progress func(int64)) (bool, error) {
-	return RestoreIncremental(ctx, t.conn, ch, chainID, m, schema, records, progress)
+func (t *Target) RestoreIncremental(ctx context.Context, ch *chain.Chain, chainID string, m *chain.Manifest, schema *chain.Schema, sel *target.Selection, records int64, progress func(int64)) (bool, error) {
+	return RestoreIncremental(ctx, t.conn, ch, chainID, m, schema, sel, records, progress)
 }
 
 // JudgeIncremental is JudgeIncremental on the control connection.
-func (t *Target) JudgeIncremental(ctx context.Context, ch *chain.Chain, m *chain.Manifest, schema *chain.Schema) (target.Judgment, error) {
-	return JudgeIncremental(ctx, t.conn, ch, m, schema)
+func (t *Target) JudgeIncremental(ctx context.Context, ch *chain.Chain, m *chain.Manifest, schema *chain.Schema, sel *target.Selection) (target.Judgment, error) {
+	return JudgeIncremental(ctx, t.conn, ch, m, schema, sel)
 }
 
 // JudgeColdStart is JudgeColdStart on the control connection.

@@ -270,7 +270,7 @@ func TestRestoreIncrementalOnce(t *testing.T) {
 		chain.Change{Op: chain.OpUpdate, Table: "public.items", New: txt("1", "A", "\x00")})
 	m := chaintest.AddIncremental(t, ch, recs, 2)
 	for i, want := range []bool{true, false} {
-		applied, err := tg.RestoreIncremental(ctx, ch, "chain-1", m, s, 0, nil)
+		applied, err := tg.RestoreIncremental(ctx, ch, "chain-1", m, s, nil, 0, nil)
 		if err != nil || applied != want {
 			t.Fatalf("attempt %d: applied %v, %v", i, applied, err)
 		}

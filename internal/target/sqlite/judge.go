@@ -18,13 +18,13 @@ const marksHint = "Let the broker write the SQLite database file and its directo
 // predicate or expressions, of NOT NULL, non-generated columns the rows
 // supply (a view under the name is refused); a rowid-only table is
 // keyless.
-func (t *Target) JudgeIncremental(ctx context.Context, ch *chain.Chain, m *chain.Manifest, schema *chain.Schema) (target.Judgment, error) {
+func (t *Target) JudgeIncremental(ctx context.Context, ch *chain.Chain, m *chain.Manifest, schema *chain.Schema, sel *target.Selection) (target.Judgment, error) {
 	conn, err := t.db.Conn(ctx)
 	if err != nil {
 		return target.Judgment{}, classify(err, "connect to judge incremental "+m.ID)
 	}
 	defer conn.Close()
-	return target.Judge(ctx, ch, m, schema, keyProbe{conn: conn})
+	return target.Judge(ctx, ch, m, schema, sel, keyProbe{conn: conn})
 }
 
 // keyProbe is the SQLite target's side of the judgment.

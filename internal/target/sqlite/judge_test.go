@@ -22,7 +22,7 @@ func judge(t *testing.T, tg *Target, schema *chain.Schema, identities bool, reco
 	}
 	m := chaintest.AddIncremental(t, ch, records, 100)
 	m.ApplyIdentity = identities
-	_, err := tg.JudgeIncremental(context.Background(), ch, m, schema)
+	_, err := tg.JudgeIncremental(context.Background(), ch, m, schema, nil)
 	return err
 }
 
@@ -50,7 +50,7 @@ func TestJudgeKeyedTableGivesItsArbiter(t *testing.T) {
 	recs := chaintest.Txn(1, ins("public.items", txt("1", "a", "b")...), ins("public.users", txt("1", "a@x")...), ins("public.fresh", txt("1")...))
 	recs[1].Identified = false // keyed: it converges by key, counted
 	m := chaintest.AddIncremental(t, ch, recs, 100)
-	j, err := tg.JudgeIncremental(context.Background(), ch, m, s)
+	j, err := tg.JudgeIncremental(context.Background(), ch, m, s, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/chain"
 	"github.com/sluicehq/sluice/internal/errcode"
+	"github.com/sluicehq/sluice/internal/target"
 )
 
 // restoreLinksSQL creates the table recording which incrementals a restore
@@ -24,8 +25,9 @@ const restoreLinksSQL = `CREATE TABLE IF NOT EXISTS ` + restoreLinksTable + ` (
 // reports whether it applied it. schema is the schema in force before m.
 // It checks the transaction framing and that m's chunks hold the changes
 // and transactions m records before it commits. records, when positive,
-// applies only m's first records.
-func (t *Target) RestoreIncremental(ctx context.Context, ch *chain.Chain, chainID string, m *chain.Manifest, schema *chain.Schema, records int64, progress func(changes int64)) (bool, error) {
+// applies only m's first records, and sel, when not nil, only the changes
+// it keeps of them.
+func (t *Target) RestoreIncremental(ctx context.Context, ch *chain.Chain, chainID string, m *chain.Manifest, schema *chain.Schema, sel *target.Selection, records int64, progress func(changes int64)) (bool, error) {
 	if m == nil || m.Kind != chain.KindIncremental {
 		return false, errcode.New(errcode.ManifestInvalid, "restore incremental: link is not an incremental")
 	}
@@ -42,7 +44,7 @@ func (t *Target) RestoreIncremental(ctx context.Context, ch *chain.Chain, chainI
 		if !errors.Is(err, sql.ErrNoRows) {
 			return classify(err, "read "+restoreLinksTable)
 		}
-		if err := applyIncremental(ctx, conn, ch, m, schema, records, progress); err != nil {
+		if err := applyIncremental(ctx, conn, ch, m, schema, sel, records, progress); err != nil {
 			return err
 		}
 		if _, err := conn.ExecContext(ctx, `INSERT INTO `+restoreLinksTable+` (chain_id, link_id, applied_at) VALUES (?, ?, `+nowSQL+`)`, chainID, m.ID); err != nil {
@@ -71,21 +73,21 @@ func (t *Target) ClearRestoreLinks(ctx context.Context, chainID string) error {
 }
 
 // applyIncremental applies (only the first records when records is
-// positive) and checks every change of m on conn, inside its open
-// transaction.
-func applyIncremental(ctx context.Context, conn *sql.Conn, ch *chain.Chain, m *chain.Manifest, schema *chain.Schema, records int64, progress func(changes int64)) error {
+// positive; of those, only the changes sel keeps) and checks every change
+// of m on conn, inside its open transaction.
+func applyIncremental(ctx context.Context, conn *sql.Conn, ch *chain.Chain, m *chain.Manifest, schema *chain.Schema, sel *target.Selection, records int64, progress func(changes int64)) error {
 	a := newApplier(schema, nil)
 	defer a.close()
 	var err error
 	if a.holdBack, err = foreignKeysOff(ctx, conn); err != nil {
 		return err
 	}
-	err = ch.WalkIncremental(ctx, m, chain.FirstRecords(records, func(c *chain.Change) error {
+	err = ch.WalkIncremental(ctx, m, chain.FirstRecords(records, sel.Visit(func(c *chain.Change) error {
 		if err := a.apply(ctx, conn, c); err != nil {
 			return fmt.Errorf("incremental %s: %w", m.ID, err)
 		}
 		return nil
-	}), func(changes int64) error {
+	})), func(changes int64) error {
 		if progress != nil {
 			progress(changes)
 		}

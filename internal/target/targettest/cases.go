@@ -305,7 +305,7 @@ func keyJudgments(t *testing.T, h Harness) {
 	restore(t, tgt, s)
 	ctx := context.Background()
 	ch, m := chaintest.WriteIncremental(t, append(chaintest.Txn(70, insert(k, "1", "a")), chaintest.Txn(71, insert(kl, "1", "a"))...), 100)
-	j, err := tgt.JudgeIncremental(ctx, ch, m, s)
+	j, err := tgt.JudgeIncremental(ctx, ch, m, s, nil)
 	if err != nil {
 		t.Fatalf("identified changes to a keyed and a keyless table: %v", err)
 	}
@@ -317,7 +317,7 @@ func keyJudgments(t *testing.T, h Harness) {
 		recs[i].Identified = false
 	}
 	ch, m = chaintest.WriteIncremental(t, recs, 100)
-	_, err = tgt.JudgeIncremental(ctx, ch, m, s)
+	_, err = tgt.JudgeIncremental(ctx, ch, m, s, nil)
 	requireCode(t, err, errcode.BrokerKeylessTable)
 }
 

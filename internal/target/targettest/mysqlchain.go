@@ -164,7 +164,7 @@ func mysqlChain(t *testing.T, h Harness, viaRestore bool) {
 	)...)
 	m := chaintest.AddIncremental(t, ch, recs, 4)
 	if viaRestore {
-		applied, err := tgt.RestoreIncremental(ctx, ch, "mysql-chain", m, s, 0, nil)
+		applied, err := tgt.RestoreIncremental(ctx, ch, "mysql-chain", m, s, nil, 0, nil)
 		if err != nil || !applied {
 			t.Fatalf("restore incremental: applied %t, %v", applied, err)
 		}
