@@ -72,6 +72,7 @@ func (c *cli) restoreCmd() *cobra.Command {
 	var backupTarget, through, until, untilPosition string
 	var parallel int
 	var replace bool
+	var sf subsetFlags
 	cmd := &cobra.Command{
 		Use:   "restore",
 		Short: "Restore a chain into a target database",
@@ -91,12 +92,16 @@ func (c *cli) restoreCmd() *cobra.Command {
 			if err := checkPointFlags(through, until, untilPosition); err != nil {
 				return err
 			}
+			subset, err := sf.value()
+			if err != nil {
+				return err
+			}
 			var res workflows.RestoreResult
 			return c.start(cmd.Context(), launch{
 				id:       "restore/" + name,
 				workflow: workflows.RestoreWorkflow,
 				input: workflows.RestoreInput{Store: st, Target: ref, Parallel: parallel, Replace: replace, Through: through,
-					Until: until, UntilPosition: untilPosition},
+					Until: until, UntilPosition: untilPosition, Subset: subset},
 				attrs: temporal.NewSearchAttributes(
 					workflows.SearchAttrChain.ValueSet(st.URL),
 					workflows.SearchAttrRole.ValueSet("restore")),
@@ -104,6 +109,7 @@ func (c *cli) restoreCmd() *cobra.Command {
 				progress: restoreProgress,
 				onSuccess: func() {
 					fmt.Fprintf(c.stdout, "restored full %s into %s: %d tables, %d rows\n", res.FullID, name, res.Tables, res.Rows)
+					printExcluded(c.stdout, subset, res.Excluded)
 					if res.Incrementals > 0 {
 						fmt.Fprintf(c.stdout, "applied %d incrementals (%d changes) through %s\n", res.Incrementals, res.Changes, res.Through)
 					}
@@ -126,6 +132,7 @@ func (c *cli) restoreCmd() *cobra.Command {
 	cmd.Flags().StringVar(&until, "until", "", "restore every transaction that committed at or before this RFC 3339 time (inclusive; e.g. 2026-12-05T14:03:00Z) and none after")
 	cmd.Flags().StringVar(&untilPosition, "until-position", "", "restore every transaction at or before this source position (inclusive): a PostgreSQL commit LSN such as 0/16B3748, or for the MySQL family a GTID set or binlog file:offset, as backup inspect prints them")
 	cmd.Flags().BoolVar(&replace, "replace-existing", false, "drop and recreate target tables that already hold rows instead of refusing")
+	sf.bind(cmd)
 	cmd.Flags().BoolVar(&c.detach, "detach", false, "return once the workflow has started")
 	return cmd
 }

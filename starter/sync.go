@@ -50,6 +50,7 @@ func (c *cli) brokerRunCmd() *cobra.Command {
 	var poll, maxWait, applyDelay time.Duration
 	var reset, yes bool
 	var hf healthFlags
+	var sf subsetFlags
 	cmd := &cobra.Command{
 		Use:   "run",
 		Short: "Tail the chain and apply every new incremental to the target",
@@ -85,6 +86,10 @@ func (c *cli) brokerRunCmd() *cobra.Command {
 			if err := checkPointFlags("", until, untilPosition); err != nil {
 				return err
 			}
+			subset, err := sf.value()
+			if err != nil {
+				return err
+			}
 			if reset && !yes {
 				if err := c.confirmReset(name); err != nil {
 					return err
@@ -95,7 +100,7 @@ func (c *cli) brokerRunCmd() *cobra.Command {
 				return err
 			}
 			in := workflows.BrokerInput{
-				BrokerParams: activities.BrokerParams{Store: st, Target: ref, Stream: stream, Health: th},
+				BrokerParams: activities.BrokerParams{Store: st, Target: ref, Stream: stream, Health: th, Subset: subset},
 				Concurrency:  concurrency, PollInterval: poll, MaxWait: maxWait, Reset: reset, AtChainID: atChainID,
 				Point: activities.BrokerPoint{Until: until, UntilPosition: untilPosition, ApplyDelay: applyDelay},
 			}
@@ -134,6 +139,7 @@ func (c *cli) brokerRunCmd() *cobra.Command {
 	cmd.Flags().StringVar(&atChainID, "at-chain-id", "", "assert the target already holds the chain through this link, and tail from there")
 	cmd.Flags().StringVar(&until, "until", "", "apply every transaction that committed at or before this RFC 3339 time (inclusive), then end with exit 0 keeping the position; waits until the chain holds a transaction after it")
 	cmd.Flags().StringVar(&untilPosition, "until-position", "", "like --until, at a source position (inclusive): a PostgreSQL commit LSN, or a GTID set or binlog file:offset, as backup inspect prints them; also reached when a link ends exactly there")
+	sf.bind(cmd)
 	cmd.Flags().DurationVar(&applyDelay, "apply-delay", 0, "keep the target at least this far behind the source's commit times (a delayed replica; e.g. 1h); transactions wait in the broker until they are old enough")
 	cmd.Flags().BoolVar(&c.detach, "detach", false, "return once the workflow has started")
 	return cmd

@@ -61,6 +61,9 @@ type BrokerStatus struct {
 	LastErrorCode string `json:"last_error_code,omitempty"`
 	// LastErrorAt is when the workflow saw LastError.
 	LastErrorAt time.Time `json:"last_error_at,omitzero"`
+	// Subset describes the tables the stream applies ("include orders;
+	// exclude audit*"); empty when it applies every table.
+	Subset string `json:"subset,omitempty"`
 	// Thresholds are the run's verdict thresholds (the verdict itself is
 	// judged by whoever reads the status, at the time they read it).
 	Thresholds health.Thresholds `json:"thresholds"`
@@ -141,6 +144,10 @@ func BrokerWorkflow(ctx workflow.Context, in BrokerInput) (BrokerResult, error) 
 		st.StartedAt = workflow.Now(ctx)
 	}
 	st.Thresholds = in.Health.WithDefaults()
+	st.Subset = ""
+	if !in.Subset.IsZero() {
+		st.Subset = in.Subset.String()
+	}
 	st.Until, st.ApplyDelaySeconds = in.Point.String(), in.Point.ApplyDelay.Seconds()
 	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (BrokerStatus, error) {
 		return st, nil
@@ -184,7 +191,7 @@ func BrokerWorkflow(ctx workflow.Context, in BrokerInput) (BrokerResult, error) 
 			})
 			var rr RestoreResult
 			err := workflow.ExecuteChildWorkflow(cctx, RestoreWorkflow, RestoreInput{
-				Store: in.Store, Target: in.Target, Parallel: 2, Replace: true, Through: start.Tail,
+				Store: in.Store, Target: in.Target, Parallel: 2, Replace: true, Through: start.Tail, Subset: in.Subset,
 			}).Get(ctx, &rr)
 			if err == nil {
 				err = workflow.ExecuteActivity(shortActivity(ctx, "write the position"), a.InitBrokerPosition, activities.InitPositionParams{

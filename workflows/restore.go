@@ -6,6 +6,7 @@ import (
 	"github.com/sluicehq/sluice/activities"
 	"github.com/sluicehq/sluice/internal/credentials"
 	"github.com/sluicehq/sluice/internal/pitr"
+	"github.com/sluicehq/sluice/internal/target"
 )
 
 // RestoreInput starts a RestoreWorkflow.
@@ -22,6 +23,9 @@ type RestoreInput struct {
 	// position, and nothing after. At most one is set, never with Through.
 	Until         string `json:"until,omitempty"`
 	UntilPosition string `json:"until_position,omitempty"`
+	// Subset is the part of the chain's tables to restore (--include-table,
+	// --exclude-table; zero: all of them).
+	Subset target.Subset `json:"subset,omitzero"`
 }
 
 // RestoreResult reports a finished restore.
@@ -36,6 +40,8 @@ type RestoreResult struct {
 	// NotCarried names what the chain does not carry and the restore did
 	// not create (views, functions, triggers, …).
 	NotCarried string `json:"not_carried,omitempty"`
+	// Excluded names the tables of the full the subset left out.
+	Excluded []string `json:"excluded,omitempty"`
 	// Point is where a restore to a point stopped, as given; Last the last
 	// transaction it applied (nil: none after the full) and Next the first
 	// it left out (nil: none, the point is at the chain's newest).
@@ -68,12 +74,12 @@ func RestoreWorkflow(ctx workflow.Context, in RestoreInput) (RestoreResult, erro
 	}
 	var plan activities.RestorePlan
 	if err := workflow.ExecuteActivity(shortActivity(ctx, "load and verify the chain"), a.PlanRestore,
-		activities.PlanRestoreParams{Store: in.Store, Through: in.Through, Until: in.Until, UntilPosition: in.UntilPosition}).Get(ctx, &plan); err != nil {
+		activities.PlanRestoreParams{Store: in.Store, Through: in.Through, Until: in.Until, UntilPosition: in.UntilPosition, Subset: in.Subset}).Get(ctx, &plan); err != nil {
 		return RestoreResult{}, err
 	}
 	st.FullID, st.TablesTotal, st.RowsTotal, st.IncrementalsTotal = plan.FullID, len(plan.Tables), plan.Rows, len(plan.Incrementals)
 
-	target := activities.TargetParams{Store: in.Store, Target: in.Target, ChainID: plan.ChainID, FullID: plan.FullID, Replace: in.Replace}
+	target := activities.TargetParams{Store: in.Store, Target: in.Target, ChainID: plan.ChainID, FullID: plan.FullID, Replace: in.Replace, Subset: in.Subset}
 	st.Phase = "preparing target"
 	if err := workflow.ExecuteActivity(shortActivity(ctx, "check target, create types"), a.PrepareTarget, target).Get(ctx, nil); err != nil {
 		return RestoreResult{}, err
@@ -109,7 +115,7 @@ func RestoreWorkflow(ctx workflow.Context, in RestoreInput) (RestoreResult, erro
 	}
 	st.Phase = "done"
 	return RestoreResult{ChainID: plan.ChainID, FullID: plan.FullID, Tables: len(plan.Tables), Rows: st.RowsDone,
-		Incrementals: len(plan.Incrementals), Changes: st.ChangesDone, Through: plan.Through, NotCarried: plan.NotCarried,
+		Incrementals: len(plan.Incrementals), Changes: st.ChangesDone, Through: plan.Through, NotCarried: plan.NotCarried, Excluded: plan.Excluded,
 		Point: plan.Point, Last: plan.LastTransaction, Next: plan.NextTransaction}, nil
 }
 
