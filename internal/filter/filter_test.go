@@ -194,7 +194,6 @@ func TestShapeRefusals(t *testing.T) {
 	}{
 		{Spec{ExcludeColumns: []string{"app.users.id"}}, errcode.FilterKeyColumn},
 		{Spec{ExcludeColumns: []string{"app.users.email"}}, errcode.FilterKeyColumn},
-		{Spec{ExcludeColumns: []string{"app.users.nope"}}, errcode.FilterInvalid},
 		{Spec{Masks: []string{"app.users.age=hash"}, MaskKeyEnv: "K"}, errcode.MaskUnsupported},
 		{Spec{Masks: []string{"app.users.age=truncate:1"}}, errcode.MaskUnsupported},
 		{Spec{Masks: []string{"app.users.age=null"}}, errcode.MaskUnsupported}, // CHECK uses it
@@ -259,6 +258,45 @@ func TestShapeSchemaFiltersTablesAndForeignKeys(t *testing.T) {
 	f, _ = Compile(Spec{ExcludeColumns: []string{"app.ghost.c"}}, env(nil))
 	_, _, err = f.ShapeSchema(s, nil)
 	wantCode(t, err, errcode.FilterInvalid)
+
+	// A full refuses a column the source lacks; a capture (Shape) passes
+	// over one dropped on the source since.
+	f, _ = Compile(Spec{ExcludeColumns: []string{"app.users.nope"}}, env(nil))
+	_, _, err = f.ShapeSchema(s, nil)
+	wantCode(t, err, errcode.FilterInvalid)
+	if sh, err := f.Shape(&users, nil); err != nil || len(sh.Table.Columns) != len(users.Columns) {
+		t.Fatalf("a capture's shape with a dropped column: %v", err)
+	}
+
+	// A foreign key to a table left out is left out too.
+	f, _ = Compile(Spec{ExcludeTables: []string{"app.users"}}, env(nil))
+	out, _, err = f.ShapeSchema(s, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tb := range out.Tables {
+		if tb.Name == "orders" && len(tb.Constraints) != 0 {
+			t.Fatalf("orders keeps %+v, a foreign key to an excluded table", tb.Constraints)
+		}
+	}
+	if len(s.Tables[1].Constraints) != 1 {
+		t.Fatal("the source schema was changed")
+	}
+}
+
+func TestReferencedTable(t *testing.T) {
+	for def, want := range map[string]string{
+		"FOREIGN KEY (a) REFERENCES app.users(email)":                    "app.users",
+		"FOREIGN KEY (a) REFERENCES users(email) ON DELETE CASCADE":      "app.users",
+		`FOREIGN KEY (a) REFERENCES "Other"."T x"(id)`:                   "Other.T x",
+		"FOREIGN KEY (`a`) REFERENCES `shop`.`orders` (`id`)":            "shop.orders",
+		"FOREIGN KEY (`a`) REFERENCES `orders` (`id`) ON UPDATE CASCADE": "app.orders",
+	} {
+		s, n, ok := referencedTable(def, "app")
+		if !ok || s+"."+n != want {
+			t.Errorf("%s: %s.%s, want %s", def, s, n, want)
+		}
+	}
 }
 
 func TestFixedUsesTheEngineEncoder(t *testing.T) {

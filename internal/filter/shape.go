@@ -124,14 +124,16 @@ func (s *Shape) Cell(i int, v []byte, isNull bool) (out []byte, outNull bool) {
 }
 
 // Shape returns how table t, which Includes, crosses: it leaves out the
-// excluded columns and sets up the masks, refusing (before anything is
-// read) a key column excluded (SLUICE-E-FILTER-KEY-COLUMN), a named column
-// the table lacks (SLUICE-E-FILTER-INVALID) and a mask that cannot produce
-// a value of the column or would break one of its constraints
+// excluded columns and sets up the masks, refusing a key column excluded
+// (SLUICE-E-FILTER-KEY-COLUMN) and a mask that cannot produce a value of
+// the column or would break one of its constraints
 // (SLUICE-E-MASK-UNSUPPORTED). enc encodes fixed values (see FixedEncoder).
-// A nil filter returns a trivial shape of t itself.
+// A column the filter names that t lacks is passed over: a capture sees
+// tables whose columns were dropped on the source since the full (which
+// refused unknown columns through ShapeSchema). A nil filter returns a
+// trivial shape of t itself.
 func (f *Filter) Shape(t *chain.Table, enc FixedEncoder) (*Shape, error) {
-	return f.shape(t, nil, enc)
+	return f.shape(t, nil, enc, false)
 }
 
 // ShapeSchema shapes every included table of s: it returns the schema the
@@ -155,10 +157,11 @@ func (f *Filter) ShapeSchema(s *chain.Schema, enc FixedEncoder) (*chain.Schema, 
 		if !f.Includes(t.Schema, t.Name) {
 			continue
 		}
-		sh, err := f.shape(t, s, enc)
+		sh, err := f.shape(t, s, enc, true)
 		if err != nil {
 			return nil, nil, err
 		}
+		sh.Table = f.withoutForeignKeysOut(sh.Table)
 		shapes[t.QualifiedName()] = sh
 		out.Tables = append(out.Tables, *sh.Table)
 	}
@@ -192,7 +195,51 @@ func maskColumns(m map[string]map[string]Strategy) map[string]map[string]bool {
 	return out
 }
 
-func (f *Filter) shape(t *chain.Table, s *chain.Schema, enc FixedEncoder) (*Shape, error) {
+// withoutForeignKeysOut leaves out of t its foreign keys to tables the
+// filter leaves out: the target does not hold the referenced rows.
+func (f *Filter) withoutForeignKeysOut(t *chain.Table) *chain.Table {
+	var kept []chain.Constraint
+	dropped := false
+	for _, con := range t.Constraints {
+		if con.Type == "f" {
+			if schema, name, ok := referencedTable(con.Definition, t.Schema); ok && !f.Includes(schema, name) {
+				dropped = true
+				continue
+			}
+		}
+		kept = append(kept, con)
+	}
+	if !dropped {
+		return t
+	}
+	out := *t
+	out.Constraints = kept
+	return &out
+}
+
+// referencedTable reads the table a foreign key definition references
+// ("FOREIGN KEY (a) REFERENCES s.t(b)"; an unqualified name is in schema).
+func referencedTable(def, schema string) (string, string, bool) {
+	i := strings.Index(strings.ToUpper(def), "REFERENCES")
+	if i < 0 {
+		return "", "", false
+	}
+	rest := strings.TrimSpace(def[i+len("REFERENCES"):])
+	toks := identifiers(rest)
+	if len(toks) == 0 {
+		return "", "", false
+	}
+	// Qualified when the first name is followed by a dot.
+	first := toks[0]
+	after := rest[strings.Index(rest, first)+len(first):]
+	after = strings.TrimLeft(after, "\"`")
+	if strings.HasPrefix(after, ".") && len(toks) >= 2 {
+		return first, toks[1], true
+	}
+	return schema, first, true
+}
+
+func (f *Filter) shape(t *chain.Table, s *chain.Schema, enc FixedEncoder, strict bool) (*Shape, error) {
 	sh := &Shape{Table: t}
 	if f == nil {
 		sh.Keep = make([]int, len(t.Columns))
@@ -209,12 +256,12 @@ func (f *Filter) shape(t *chain.Table, s *chain.Schema, enc FixedEncoder) (*Shap
 		has[c.Name] = true
 	}
 	for c := range excluded {
-		if !has[c] {
+		if strict && !has[c] {
 			return nil, errcode.New(errcode.FilterInvalid, "--exclude-column %s.%s: table %s has no such column", q, c, q)
 		}
 	}
 	for c := range masks {
-		if !has[c] {
+		if strict && !has[c] {
 			return nil, errcode.New(errcode.FilterInvalid, "--mask %s.%s: table %s has no such column", q, c, q)
 		}
 	}

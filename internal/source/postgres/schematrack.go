@@ -35,9 +35,6 @@ type schemaTracker struct {
 	// compared with the tracked definition, and tables it leaves out are
 	// not tracked at all.
 	filter *filter.Filter
-	// named maps "schema.table" to the columns the filter names (excluded
-	// or masked); filled on first use.
-	named map[string][]string
 }
 
 func newSchemaTracker(sql *pgx.Conn, s *chain.Schema) *schemaTracker {
@@ -164,8 +161,8 @@ func relationTable(rel *pglogrepl.RelationMessageV2, cols []chain.Column) chain.
 // images are over them), with the tracked definition's attributes, keys
 // and constraints where the table is known, so the filter checks its
 // masks against what the chain recorded. A column the filter names that
-// the relation no longer has (dropped on the source since) is appended as
-// a stand-in, which the filter can find, and left out of the shape again.
+// the relation no longer has (dropped on the source since) is passed over
+// by the filter.
 func (st *schemaTracker) shape(ctx context.Context, rel *pglogrepl.RelationMessageV2, cols []chain.Column, old *chain.Table) (*filter.Shape, error) {
 	var in chain.Table
 	if old == nil {
@@ -185,51 +182,7 @@ func (st *schemaTracker) shape(ctx context.Context, rel *pglogrepl.RelationMessa
 			in.Columns = append(in.Columns, c)
 		}
 	}
-	present := make(map[string]bool, len(cols))
-	for _, c := range cols {
-		present[c.Name] = true
-	}
-	for _, n := range st.namedColumns(rel.Namespace + "." + rel.RelationName) {
-		if !present[n] {
-			present[n] = true
-			in.Columns = append(in.Columns, chain.Column{Name: n, Type: "text", TypeOID: oidText, Encoding: chain.EncodingText})
-		}
-	}
-	sh, err := st.filter.Shape(&in, fixedEncoder(ctx, st.sql.PgConn()))
-	if err != nil {
-		return nil, err
-	}
-	// Stand-ins come last in the input, so a masked one kept by the shape
-	// is at its end.
-	n := len(sh.Keep)
-	for n > 0 && sh.Keep[n-1] >= len(cols) {
-		n--
-	}
-	if n < len(sh.Keep) {
-		t := *sh.Table
-		t.Columns = t.Columns[:n:n]
-		sh.Table, sh.Keep = &t, sh.Keep[:n:n]
-	}
-	return sh, nil
-}
-
-// namedColumns returns the columns of table q ("schema.table") the filter
-// excludes or masks.
-func (st *schemaTracker) namedColumns(q string) []string {
-	if st.named == nil {
-		st.named = map[string][]string{}
-		r := st.filter.Record()
-		names := append([]string(nil), r.ExcludeColumns...)
-		for _, m := range r.Masks {
-			names = append(names, m.Column)
-		}
-		for _, c := range names {
-			if i := strings.LastIndexByte(c, '.'); i > 0 {
-				st.named[c[:i]] = append(st.named[c[:i]], c[i+1:])
-			}
-		}
-	}
-	return st.named[q]
+	return st.filter.Shape(&in, fixedEncoder(ctx, st.sql.PgConn()))
 }
 
 // typesFor refuses a table the log brought that the chain cannot carry (a
