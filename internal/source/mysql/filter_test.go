@@ -393,3 +393,25 @@ func TestFixedValuesAreCanonical(t *testing.T) {
 		}
 	}
 }
+
+// A column or table the chain could not carry is no obstacle once the
+// filter leaves it out, in the full and in the capture.
+func TestLeftOutUnsupportedColumnsAreNoObstacle(t *testing.T) {
+	f := newFixture(t, `CREATE TABLE t (id int PRIMARY KEY, legacy varchar(10) CHARACTER SET latin1, v int)`+";\n"+
+		`CREATE TABLE old_latin (a varchar(5) CHARACTER SET latin1)`+";\n"+
+		`INSERT INTO t VALUES (1, 'x', 2)`)
+	_, err := f.src.FullBackup(context.Background(), f.ch, source.FullOptions{AttemptID: "a0"})
+	if got := errcodeOf(err); got != string(errcode.SourceSchemaUnsupported) {
+		t.Fatalf("unfiltered full: %v", err)
+	}
+	flt := compileFilter(t, filter.Spec{ExcludeTables: []string{"old_*"}, ExcludeColumns: []string{f.db + ".t.legacy"}})
+	m := f.full(source.FullOptions{Filter: flt})
+	if got := f.rows(m, "t"); !slices.Equal(got, []string{"1|2"}) {
+		t.Fatalf("rows %q", got)
+	}
+	f.exec(`INSERT INTO t VALUES (2, 'y', 3)` + ";\n" + `INSERT INTO old_latin VALUES ('z')`)
+	changes, win, _ := f.captureFiltered(m.EndPosition, m.Schema, flt)
+	if !slices.Equal(changes, []string{"I " + f.db + ".t 2|3"}) || win.Schema != nil {
+		t.Fatalf("changes %q, window schema %v", changes, win.Schema)
+	}
+}

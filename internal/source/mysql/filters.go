@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/big"
 	"regexp"
 	"slices"
 	"strconv"
@@ -53,24 +54,9 @@ func readShapedSchema(ctx context.Context, q querier, database string, f *filter
 // unsupportedKept lists the columns of a table the chain cannot carry,
 // among those at the indexes keep (the columns that cross).
 func unsupportedKept(tf *tableFacts, keep []int) []string {
-	all := unsupportedAt(tf)
 	var out []string
 	for _, i := range keep {
-		if p, ok := all[i]; ok {
-			out = append(out, p...)
-		}
-	}
-	return out
-}
-
-// unsupportedAt is unsupported by column index.
-func unsupportedAt(tf *tableFacts) map[int][]string {
-	out := map[int][]string{}
-	for i := range tf.table.Columns {
-		one := &tableFacts{table: chain.Table{Schema: tf.table.Schema, Name: tf.table.Name, Columns: tf.table.Columns[i : i+1]}, cols: tf.cols[i : i+1]}
-		if p := unsupported(one); len(p) > 0 {
-			out[i] = p
-		}
+		out = append(out, unsupportedColumn(tf, i)...)
 	}
 	return out
 }
@@ -116,7 +102,9 @@ type connector interface {
 // server, through CAST(? AS <type>) with the type re-rendered from the
 // recorded kind (never the recorded text), and refused when the server
 // warns (it truncates or zeroes what does not fit rather than failing) or
-// gives NULL; integers are also checked against their column's width.
+// gives NULL; integers are also checked against their column's width,
+// and decimals must come back exactly (the server rounds extra fraction
+// digits silently).
 // Text, enum, set, JSON and byte columns are checked here (labels,
 // members, JSON syntax, byte lengths). BIT and spatial columns are
 // refused. Results are cached, so a capture re-shaping a table asks once.
@@ -243,6 +231,12 @@ func encodeFixed(ctx context.Context, db connector, col chain.Column, text strin
 			return "", fmt.Errorf("%q is not a year (1901 to 2155, or 0)", text)
 		}
 	}
+	if k.Name == value.Decimal {
+		// The server rounds extra fraction digits without a warning.
+		if err := checkExact(v, text); err != nil {
+			return "", err
+		}
+	}
 	if k.Name == value.TimestampTZ {
 		if err := checkTimestampRange(v, text); err != nil {
 			return "", err
@@ -294,6 +288,28 @@ func castOnServer(ctx context.Context, db connector, target, text string) (any, 
 		return nil, fmt.Errorf("the source's CAST(%q AS %s) is NULL", text, target)
 	}
 	return v, nil
+}
+
+// checkExact refuses a decimal value the cast did not keep exactly.
+func checkExact(v any, text string) error {
+	in, ok := new(big.Rat).SetString(text)
+	if !ok {
+		return fmt.Errorf("%q is not a decimal number", text)
+	}
+	var s string
+	switch x := v.(type) {
+	case []byte:
+		s = string(x)
+	case string:
+		s = x
+	default:
+		return fmt.Errorf("the source's cast of %q gave a %T", text, v)
+	}
+	out, ok := new(big.Rat).SetString(s)
+	if !ok || in.Cmp(out) != 0 {
+		return fmt.Errorf("%q would be stored as %s", text, s)
+	}
+	return nil
 }
 
 // checkTimestampRange refuses a value a TIMESTAMP column cannot hold

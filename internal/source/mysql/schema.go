@@ -68,15 +68,23 @@ func sortedNames(m map[string]*tableFacts) []string {
 // unsupported lists the columns of a table the chain cannot carry.
 func unsupported(tf *tableFacts) []string {
 	var out []string
-	for i, c := range tf.table.Columns {
-		f := tf.cols[i]
-		if f.charset != "" && !utf8Compatible(f.charset) {
-			out = append(out, fmt.Sprintf("%s.%s is %s in character set %s (only utf8mb4, utf8mb3, utf8 and ascii text is carried; convert the column)",
-				tf.table.QualifiedName(), c.Name, c.Type, f.charset))
-		}
-		if c.Kind.Name == value.Other {
-			out = append(out, fmt.Sprintf("%s.%s has type %s, which sluice does not carry", tf.table.QualifiedName(), c.Name, c.Type))
-		}
+	for i := range tf.table.Columns {
+		out = append(out, unsupportedColumn(tf, i)...)
+	}
+	return out
+}
+
+// unsupportedColumn says why the chain cannot carry column i of a table
+// (nothing when it can).
+func unsupportedColumn(tf *tableFacts, i int) []string {
+	var out []string
+	c, f := tf.table.Columns[i], tf.cols[i]
+	if f.charset != "" && !utf8Compatible(f.charset) {
+		out = append(out, fmt.Sprintf("%s.%s is %s in character set %s (only utf8mb4, utf8mb3, utf8 and ascii text is carried; convert the column)",
+			tf.table.QualifiedName(), c.Name, c.Type, f.charset))
+	}
+	if c.Kind.Name == value.Other {
+		out = append(out, fmt.Sprintf("%s.%s has type %s, which sluice does not carry", tf.table.QualifiedName(), c.Name, c.Type))
 	}
 	return out
 }
