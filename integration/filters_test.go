@@ -29,6 +29,7 @@ CREATE TABLE customers (id bigint PRIMARY KEY, email text NOT NULL UNIQUE, name 
 CREATE TABLE orders (id bigint PRIMARY KEY, customer_email text NOT NULL, amount numeric(12,2));
 CREATE TABLE secrets (id int PRIMARY KEY, token text);
 CREATE TABLE audit_log (at timestamptz NOT NULL DEFAULT now(), note text);
+ALTER TABLE audit_log REPLICA IDENTITY FULL; -- published FOR ALL TABLES, excluded or not
 `
 
 // filterFlags are the producer's filters in the tests: two tables out by
