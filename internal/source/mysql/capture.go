@@ -219,7 +219,7 @@ func openCapture(ctx context.Context, c *conf, o source.CaptureOptions) (*captur
 	if schema == nil {
 		schema = &chain.Schema{}
 	}
-	cp.track = newTracker(db, c.database, schema, o.Filter, fixedEncoder(context.WithoutCancel(ctx), db))
+	cp.track = newTracker(db, c.database, schema, o.Filter, newFixedValues(db))
 	cp.syncer = replication.NewBinlogSyncer(syncerConfig(c, cp.srv, id, cp.owner))
 	if cp.stream, err = cp.syncer.StartSync(gomysql.Position{Name: start.file, Pos: start.offset}); err != nil {
 		return nil, replicationError(err, "start reading the binlog at "+start.String())

@@ -94,40 +94,55 @@ type connector interface {
 	Conn(ctx context.Context) (*sql.Conn, error)
 }
 
-// fixedEncoder is the filter.FixedEncoder of a MySQL-family source: it
-// checks a fixed:VALUE mask's value against the column's type and returns
-// the text the chain carries for it (the PostgreSQL text form of the
-// column's kind, exactly as a full encodes a value the server returns).
-// Numbers, dates, times and MariaDB's uuid and inet types are cast by the
-// server, through CAST(? AS <type>) with the type re-rendered from the
-// recorded kind (never the recorded text), and refused when the server
-// warns (it truncates or zeroes what does not fit rather than failing) or
-// gives NULL; integers are also checked against their column's width,
-// and decimals must come back exactly (the server rounds extra fraction
-// digits silently).
-// Text, enum, set, JSON and byte columns are checked here (labels,
-// members, JSON syntax, byte lengths). BIT and spatial columns are
-// refused. Results are cached, so a capture re-shaping a table asks once.
-func fixedEncoder(ctx context.Context, db connector) filter.FixedEncoder {
-	var mu sync.Mutex
-	cache := map[[2]string]string{}
+// fixedValues encodes the fixed:VALUE masks of a MySQL-family source and
+// remembers what it encoded, so a capture re-shaping a table asks the
+// server once.
+type fixedValues struct {
+	db    connector
+	mu    sync.Mutex
+	cache map[[2]string]string
+}
+
+func newFixedValues(db connector) *fixedValues {
+	return &fixedValues{db: db, cache: map[[2]string]string{}}
+}
+
+// encoder is the filter.FixedEncoder of a MySQL-family source, asking the
+// server under ctx: it checks a fixed:VALUE mask's value against the
+// column's type and returns the text the chain carries for it (the
+// PostgreSQL text form of the column's kind, exactly as a full encodes a
+// value the server returns). Numbers, dates, times and MariaDB's uuid and
+// inet types are cast by the server, through CAST(? AS <type>) with the
+// type re-rendered from the recorded kind (never the recorded text), and
+// refused when the server warns (it truncates or zeroes what does not fit
+// rather than failing) or gives NULL; integers are also checked against
+// their column's width, and decimals must come back exactly (the server
+// rounds extra fraction digits silently). Text, enum, set, JSON and byte
+// columns are checked here (labels, members, JSON syntax, lengths). BIT
+// and spatial columns are refused.
+func (fv *fixedValues) encoder(ctx context.Context) filter.FixedEncoder {
 	return func(col chain.Column, text string) (string, []byte, error) {
 		key := [2]string{col.Type + "\x00" + col.NeutralKind().String(), text}
-		mu.Lock()
-		got, ok := cache[key]
-		mu.Unlock()
+		fv.mu.Lock()
+		got, ok := fv.cache[key]
+		fv.mu.Unlock()
 		if ok {
 			return got, nil, nil
 		}
-		out, err := encodeFixed(ctx, db, col, text)
+		out, err := encodeFixed(ctx, fv.db, col, text)
 		if err != nil {
 			return "", nil, err
 		}
-		mu.Lock()
-		cache[key] = out
-		mu.Unlock()
+		fv.mu.Lock()
+		fv.cache[key] = out
+		fv.mu.Unlock()
 		return out, nil, nil
 	}
+}
+
+// fixedEncoder is a one-off fixedValues' encoder.
+func fixedEncoder(ctx context.Context, db connector) filter.FixedEncoder {
+	return newFixedValues(db).encoder(ctx)
 }
 
 var fracDigits = regexp.MustCompile(`^[a-z]+\(([0-6])\)`)

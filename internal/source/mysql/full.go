@@ -82,10 +82,11 @@ func (e *engine) snapshot(ctx context.Context, ch *chain.Chain, o source.FullOpt
 		}
 		info.Slot = slotPrefix + fmt.Sprint(id)
 	}
+	fixed := newFixedValues(db)
 	if o.Filter != nil {
 		// The filter's refusals (a key column excluded, a mask the column
 		// cannot take) come before the snapshot, its lock and any chunk.
-		if _, _, _, err := readShapedSchema(ctx, db, e.c.database, o.Filter, fixedEncoder(ctx, db)); err != nil {
+		if _, _, _, err := readShapedSchema(ctx, db, e.c.database, o.Filter, fixed.encoder(ctx)); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -127,7 +128,7 @@ func (e *engine) snapshot(ctx context.Context, ch *chain.Chain, o source.FullOpt
 	} else {
 		// Shaped again inside the snapshot: what is copied is what the
 		// snapshot sees.
-		schema, shapes, facts, err = readShapedSchema(ctx, conn, e.c.database, o.Filter, fixedEncoder(ctx, db))
+		schema, shapes, facts, err = readShapedSchema(ctx, conn, e.c.database, o.Filter, fixed.encoder(ctx))
 	}
 	if err != nil {
 		return nil, nil, err
@@ -457,11 +458,11 @@ func (cp *copier) copyTable(ctx context.Context, conn *sql.Conn, idx int, t *cha
 		}
 		for _, i := range masked {
 			v, null := sh.Cell(i, vals[i], vals[i] == nil)
-			if !null && v == nil {
-				v = []byte{}
-			}
-			if null {
+			switch {
+			case null:
 				v = nil
+			case v == nil:
+				v = []byte{} // an empty value, not NULL
 			}
 			vals[i] = v
 		}

@@ -60,16 +60,16 @@ type tracker struct {
 	database string
 	q        querier
 	filter   *filter.Filter
-	enc      filter.FixedEncoder
+	fixed    *fixedValues
 	tables   map[string]*tracked
 	byID     map[uint64]*tracked
 	changed  bool
 }
 
 // newTracker tracks the tables of s, the recorded schema (already shaped
-// by f when f is not nil); enc encodes f's fixed values.
-func newTracker(q querier, database string, s *chain.Schema, f *filter.Filter, enc filter.FixedEncoder) *tracker {
-	t := &tracker{database: database, q: q, filter: f, enc: enc, tables: map[string]*tracked{}, byID: map[uint64]*tracked{}}
+// by f when f is not nil); fixed encodes f's fixed values.
+func newTracker(q querier, database string, s *chain.Schema, f *filter.Filter, fixed *fixedValues) *tracker {
+	t := &tracker{database: database, q: q, filter: f, fixed: fixed, tables: map[string]*tracked{}, byID: map[uint64]*tracked{}}
 	for i := range s.Tables {
 		tb := s.Tables[i]
 		if f != nil {
@@ -142,7 +142,7 @@ func (t *tracker) resolve(ctx context.Context, ev *replication.TableMapEvent) (*
 	if t.filter != nil {
 		// Shaped before it is compared: an excluded column is never a
 		// schema change, nor part of one.
-		if sh, err = t.filter.Shape(&tf.table, t.enc); err != nil {
+		if sh, err = t.filter.Shape(&tf.table, t.fixed.encoder(ctx)); err != nil {
 			return nil, nil, err
 		}
 		problems = unsupportedKept(tf, sh.Keep)
