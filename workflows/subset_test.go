@@ -36,7 +36,10 @@ func TestBrokerSubsetReachesEveryStep(t *testing.T) {
 			return activities.RestorePlan{ChainID: "c", FullID: "f", Through: "i1", Incrementals: []string{"i1"}, Excluded: []string{"public.audit_log"}}, nil
 		}).Once()
 	env.OnActivity(acts.PrepareTarget, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, p activities.TargetParams) error { check("prepare target", p.Subset); return nil }).Once()
+		func(_ context.Context, p activities.TargetParams) error {
+			check("prepare target", p.Subset)
+			return nil
+		}).Once()
 	env.OnActivity(acts.FinishTarget, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, p activities.TargetParams) error { check("finish", p.Subset); return nil }).Once()
 	env.OnActivity(acts.ApplyIncremental, mock.Anything, mock.Anything).Return(
@@ -45,7 +48,10 @@ func TestBrokerSubsetReachesEveryStep(t *testing.T) {
 			return 1, nil
 		}).Once()
 	env.OnActivity(acts.InitBrokerPosition, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, p activities.InitPositionParams) error { check("position", p.Subset); return nil }).Once()
+		func(_ context.Context, p activities.InitPositionParams) error {
+			check("position", p.Subset)
+			return nil
+		}).Once()
 	env.OnActivity(acts.WaitForLinks, mock.Anything, mock.Anything).Return(activities.WaitResult{
 		Pending: []activities.PendingLink{{ID: "i2", ExpectedLast: "i1"}},
 	}, nil).Once()
