@@ -141,6 +141,9 @@ func (a *Activities) PlanRestore(ctx context.Context, p PlanRestoreParams) (Rest
 		plan.Tables = append(plan.Tables, RestoreTable{Name: t.Table, Rows: t.Rows, Chunks: len(t.Chunks)})
 		plan.Rows += t.Rows
 	}
+	if sel == nil {
+		plan.Rows = m.Rows // the full's own count, as it records it
+	}
 	// Largest first, so the longest load starts at once.
 	sort.SliceStable(plan.Tables, func(i, j int) bool {
 		return tableBytes(m, plan.Tables[i].Name) > tableBytes(m, plan.Tables[j].Name)
