@@ -432,12 +432,10 @@ SQL
 # PostgreSQL server's (postmaster with reaped backends + live children).
 HZ=$(getconf CLK_TCK)
 cpu_all() { awk -v hz="$HZ" '/^cpu / { print ($2 + $3 + $4 + $7 + $8) / hz }' /proc/stat; }
-cpu_pid() { # own + reaped children
-	[[ -n $1 && -r /proc/$1/stat ]] || {
-		echo 0
-		return
-	}
-	awk -v hz="$HZ" '{ sub(/^.*\) /, ""); print ($12 + $13 + $14 + $15) / hz }' "/proc/$1/stat"
+cpu_pid() { # own + reaped children; 0 for a process that is gone, also one that ends while it is read
+	local v=
+	[[ -n $1 ]] && v=$(awk -v hz="$HZ" '{ sub(/^.*\) /, ""); print ($12 + $13 + $14 + $15) / hz }' "/proc/$1/stat" 2>/dev/null || true)
+	echo "${v:-0}"
 }
 PM_PID=
 find_postmaster() { PM_PID=$(head -n1 "$(sql postgres -c 'SHOW data_directory')/postmaster.pid" 2>/dev/null || true); }
