@@ -13,6 +13,7 @@ import (
 	"path"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/sluicehq/sluice/internal/chain"
 	"github.com/sluicehq/sluice/internal/errcode"
@@ -93,6 +94,13 @@ type Filter struct {
 	masks map[string]map[string]Strategy
 	key   []byte
 	keyID string
+
+	// parents maps a partition ("schema.table") to its parent, learned
+	// from the schemas and tables the filter shaped and from
+	// LearnPartition: a partition crosses, is cut and masked as the root
+	// of its tree.
+	mu      sync.Mutex
+	parents map[string]string
 }
 
 // Compile checks s and resolves its mask key through lookupEnv (os.LookupEnv
@@ -106,7 +114,7 @@ func Compile(s Spec, lookupEnv func(string) (string, bool)) (*Filter, error) {
 		return nil, err
 	}
 	tables, _ := NewTables(s.IncludeTables, s.ExcludeTables)
-	f := &Filter{spec: s, tables: tables, excluded: map[string]map[string]bool{}, masks: map[string]map[string]Strategy{}}
+	f := &Filter{spec: s, tables: tables, excluded: map[string]map[string]bool{}, masks: map[string]map[string]Strategy{}, parents: map[string]string{}}
 	for _, c := range s.ExcludeColumns {
 		sch, tbl, col, _ := splitColumn(c)
 		q := sch + "." + tbl
@@ -141,12 +149,52 @@ func Compile(s Spec, lookupEnv func(string) (string, bool)) (*Filter, error) {
 	return f, nil
 }
 
-// Includes reports whether the table schema.name crosses.
+// Includes reports whether the table schema.name crosses. A partition
+// the filter knows of (LearnPartition, or a schema it shaped) crosses
+// when the root of its tree does.
 func (f *Filter) Includes(schema, name string) bool {
 	if f == nil {
 		return true
 	}
-	return f.tables.Match(schema, name)
+	return f.tables.MatchQualified(f.root(schema + "." + name))
+}
+
+// LearnPartition tells the filter that partition ("schema.table") is a
+// partition of parent, so the patterns, excluded columns and masks of the
+// root of its tree apply to it. An empty parent changes nothing.
+func (f *Filter) LearnPartition(partition, parent string) {
+	if f == nil || parent == "" {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.parents[partition] = parent
+}
+
+// Knows reports whether the filter knows the parent of the partition q.
+func (f *Filter) Knows(q string) bool {
+	if f == nil {
+		return false
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	_, ok := f.parents[q]
+	return ok
+}
+
+// root returns the root of q's partition tree as far as the filter knows
+// it (q itself for a table that is no known partition).
+func (f *Filter) root(q string) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for range 64 {
+		p, ok := f.parents[q]
+		if !ok {
+			break
+		}
+		q = p
+	}
+	return q
 }
 
 // Record is what the chain records of f: nil for a nil filter.

@@ -324,3 +324,30 @@ func TestFixedUsesTheEngineEncoder(t *testing.T) {
 	_, err = f.Shape(&tb, nil)
 	wantCode(t, err, errcode.MaskUnsupported)
 }
+
+// A partition goes with the root of its tree: its patterns, its excluded
+// columns and its masks.
+func TestPartitionsFollowTheirRoot(t *testing.T) {
+	f, _ := Compile(Spec{IncludeTables: []string{"app.events"}, ExcludeColumns: []string{"app.events.secret"}}, env(nil))
+	part := func(name, parent string) chain.Table {
+		return chain.Table{Schema: "app", Name: name, PartitionOf: parent, Columns: []chain.Column{col("id", "bigint", intKind(), true), col("secret", "text", textKind(), false)}}
+	}
+	s := &chain.Schema{Tables: []chain.Table{part("events", ""), part("events_2026", "app.events"), part("events_2026_q1", "app.events_2026"), part("other", "")}}
+	out, _, err := f.ShapeSchema(s, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out.Tables) != 3 {
+		t.Fatalf("tables %+v", out.Tables)
+	}
+	for _, tb := range out.Tables {
+		if len(tb.Columns) != 1 {
+			t.Errorf("%s keeps %d columns, want the root's exclusion applied", tb.Name, len(tb.Columns))
+		}
+	}
+	// One learned later, in a capture.
+	f.LearnPartition("app.events_2027", "app.events")
+	if !f.Includes("app", "events_2027") || f.Includes("app", "other_2027") {
+		t.Fatal("a partition learned later does not follow its root")
+	}
+}

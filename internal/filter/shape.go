@@ -150,6 +150,9 @@ func (f *Filter) ShapeSchema(s *chain.Schema, enc FixedEncoder) (*chain.Schema, 
 		}
 		return s, shapes, nil
 	}
+	for i := range s.Tables {
+		f.LearnPartition(s.Tables[i].QualifiedName(), s.Tables[i].PartitionOf)
+	}
 	out := *s
 	out.Tables = nil
 	for i := range s.Tables {
@@ -249,7 +252,9 @@ func (f *Filter) shape(t *chain.Table, s *chain.Schema, enc FixedEncoder, strict
 		sh.masks = make([]*columnMask, len(t.Columns))
 		return sh, nil
 	}
-	q := t.QualifiedName()
+	f.LearnPartition(t.QualifiedName(), t.PartitionOf)
+	// A partition is cut and masked as the root of its tree.
+	q := f.root(t.QualifiedName())
 	excluded, masks := f.excluded[q], f.masks[q]
 	has := map[string]bool{}
 	for _, c := range t.Columns {

@@ -646,3 +646,77 @@ func TestFilteredColumnsDroppedMidStream(t *testing.T) {
 		t.Fatalf("captured %q, want %q", summary, want)
 	}
 }
+
+// A partition crosses, is cut and masked as the root of its tree: in the
+// full (whose schema names the partitions) and in the capture, for a
+// partition attached while the stream runs too; a partitioned table left
+// out leaves its partitions out.
+func TestFilterFollowsPartitionTrees(t *testing.T) {
+	db := testenv.CreateDB(t, "filterparts")
+	testenv.Exec(t, db, `
+		CREATE SCHEMA app;
+		CREATE TABLE app.events (id int, at date NOT NULL, email text, secret text, PRIMARY KEY (id, at)) PARTITION BY RANGE (at);
+		CREATE TABLE app.events_2026 PARTITION OF app.events FOR VALUES FROM ('2026-01-01') TO ('2027-01-01');
+		CREATE TABLE app.logs (id int PRIMARY KEY, at date NOT NULL, v text) PARTITION BY LIST (id);
+		CREATE TABLE app.logs_1 PARTITION OF app.logs FOR VALUES IN (1, 2, 3);
+		INSERT INTO app.events VALUES (1, '2026-05-01', 'ann@example.org', 'TOPSECRET-1');
+		INSERT INTO app.logs VALUES (1, '2026-05-01', 'LOGVALUE-1');`)
+	ctx := context.Background()
+	f := compileFilter(t, filter.Spec{IncludeTables: []string{"app.events"},
+		ExcludeColumns: []string{"app.events.secret"}, Masks: []string{"app.events.email=email"}})
+	ch := openChain(t)
+	m, err := FullBackup(ctx, ch, FullBackupOptions{DSN: testenv.DSN(db), ChainSlot: true, AttemptID: "a1", Filter: f})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dropSlotAtEnd(t, m.Source.Slot)
+	if names := tableNames(m.Schema); !reflect.DeepEqual(names, []string{"app.events", "app.events_2026"}) {
+		t.Fatalf("full's tables %v, want the partitioned table and its partition only", names)
+	}
+	if cols := columnNames(findTable(t, m.Schema, "app.events_2026")); !reflect.DeepEqual(cols, []string{"id", "at", "email"}) {
+		t.Fatalf("the partition's columns %v, want the root's excluded column left out", cols)
+	}
+	rows := chunkRows(t, ch, m, "app.events_2026")
+	if len(rows) != 1 || string(rows[0][2]) != hmacHex("ann", 16)+"@example.org" {
+		t.Fatalf("the partition's rows %q, want the e-mail masked", rows)
+	}
+	if raw := chunkBytes(t, ch, m); bytes.Contains(raw, []byte("TOPSECRET")) || bytes.Contains(raw, []byte("LOGVALUE")) || bytes.Contains(raw, []byte("ann@")) {
+		t.Fatal("the full's chunks hold a value the filter keeps out")
+	}
+
+	testenv.Exec(t, db, `
+		CREATE TABLE app.events_2027 PARTITION OF app.events FOR VALUES FROM ('2027-01-01') TO ('2028-01-01');
+		INSERT INTO app.events VALUES (2, '2027-02-01', 'bob@example.com', 'TOPSECRET-2'), (3, '2026-02-01', 'cy@example.com', 'TOPSECRET-3');
+		INSERT INTO app.logs VALUES (2, '2026-05-01', 'LOGVALUE-2');`)
+	until := currentLSN(t, db)
+	capt, err := OpenCapture(ctx, CaptureOptions{DSN: testenv.DSN(db), Slot: m.Source.Slot, Source: m.Source, Filter: f}, m.EndPosition, m.Schema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer capt.Close()
+	var got []string
+	if _, err := capt.Next(ctx, source.Limits{Until: until}, func(c *chain.Change) error {
+		switch c.Op {
+		case chain.OpInsert:
+			var vals []string
+			for _, v := range c.New {
+				vals = append(vals, string(v.Data))
+			}
+			got = append(got, c.Table+" "+strings.Join(vals, ","))
+		case chain.OpSchema:
+			got = append(got, "schema "+c.Schema.QualifiedName()+" ("+strings.Join(columnNames(c.Schema), ",")+")")
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	sort.Strings(got)
+	want := []string{
+		"app.events_2026 3,2026-02-01," + hmacHex("cy", 16) + "@example.com",
+		"app.events_2027 2,2027-02-01," + hmacHex("bob", 16) + "@example.com",
+		"schema app.events_2027 (id,at,email)",
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("captured:\n  %s\nwant:\n  %s", strings.Join(got, "\n  "), strings.Join(want, "\n  "))
+	}
+}

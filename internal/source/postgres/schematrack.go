@@ -73,10 +73,28 @@ func (st *schemaTracker) typeName(ctx context.Context, oid uint32, mod int32) (s
 // they are) and whether the filter includes the table at all: a table it
 // leaves out is neither tracked nor recorded.
 func (st *schemaTracker) observe(ctx context.Context, rel *pglogrepl.RelationMessageV2) (def *chain.Table, shape *filter.Shape, included bool, err error) {
+	name := rel.Namespace + "." + rel.RelationName
+	parent, bound, err := st.partitionOf(ctx, rel.Namespace, rel.RelationName)
+	if err != nil {
+		return nil, nil, false, err
+	}
+	if st.filter != nil {
+		// A partition crosses, is cut and masked as the root of its tree:
+		// tell the filter the tree, up to the root.
+		st.filter.LearnPartition(name, parent)
+		for p := parent; p != "" && !st.filter.Knows(p); {
+			schema, table, _ := strings.Cut(p, ".")
+			up, _, err := st.partitionOf(ctx, schema, table)
+			if err != nil {
+				return nil, nil, false, err
+			}
+			st.filter.LearnPartition(p, up)
+			p = up
+		}
+	}
 	if !st.filter.Includes(rel.Namespace, rel.RelationName) {
 		return nil, nil, false, nil
 	}
-	name := rel.Namespace + "." + rel.RelationName
 	cols := make([]chain.Column, len(rel.Columns))
 	for i, rc := range rel.Columns {
 		typ, err := st.typeName(ctx, rc.DataType, rc.TypeModifier)
@@ -84,10 +102,6 @@ func (st *schemaTracker) observe(ctx context.Context, rel *pglogrepl.RelationMes
 			return nil, nil, false, err
 		}
 		cols[i] = chain.Column{Name: rc.Name, Type: typ, TypeOID: rc.DataType, Encoding: chain.EncodingText}
-	}
-	parent, bound, err := st.partitionOf(ctx, rel.Namespace, rel.RelationName)
-	if err != nil {
-		return nil, nil, false, err
 	}
 	old, known := st.tables[name]
 	if st.filter != nil {
