@@ -325,6 +325,24 @@ func TestFiltersAndMasksFromPostgres(t *testing.T) {
 		}
 	}
 
+	// The mask key is named in the histories, never given: neither they nor
+	// the producer's log hold it.
+	cl := temporalClient(t)
+	defer cl.Close()
+	var seen strings.Builder
+	for _, id := range []string{"backup-full/" + chainURL, "producer/" + chainURL} {
+		hist, _ := rawHistory(t, cl, id)
+		seen.WriteString(hist)
+	}
+	if !strings.Contains(seen.String(), "SLUICE_TEST_MASK_KEY") {
+		t.Fatal("the histories were not read: they do not name the mask key's variable")
+	}
+	for where, text := range map[string]string{"the histories": seen.String(), "the producer's log": producer.log.String()} {
+		if strings.Contains(text, filterMaskKey) {
+			t.Errorf("the mask key appears in %s", where)
+		}
+	}
+
 	// Other filters are refused before anything is captured…
 	r := sluice(t, pq("backup", "stream", "run", "--source", testenv.DSN(src), "--target", chainURL, "--rollover-window", "1s")...)
 	if r.exit != errcode.ExitRefused || !strings.Contains(r.stderr, string(errcode.FilterChanged)) {
