@@ -84,23 +84,6 @@ func (s Strategy) textOnly() bool { return s.Name != StrategyNull && s.Name != S
 // HMAC-SHA256 collisions.
 func (s Strategy) keepsUnique() bool { return s.Keyed() }
 
-// maxLen is the longest output the strategy can produce for an input of
-// n characters; -1 when it is not bounded by the input (fixed is checked
-// by its own length).
-func (s Strategy) maxLen(n int) int {
-	switch s.Name {
-	case StrategyHash:
-		return hashLen
-	case StrategyEmail:
-		return -1
-	case StrategyTruncate:
-		return min(n, s.N)
-	case StrategyKeepLast:
-		return n
-	}
-	return 0
-}
-
 // KeyID fingerprints a mask key for the chain's record: the first 16 hex
 // characters of HMAC-SHA256(key, "sluice mask key id").
 func KeyID(key []byte) string {
