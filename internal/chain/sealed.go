@@ -230,7 +230,8 @@ func (c *Chain) openChunk(ctx context.Context, ref ChunkRef, data []byte) ([]byt
 	if err != nil {
 		return nil, err
 	}
-	plain, err := dk.Open(nil, data, ref.seal.aad)
+	// The stored bytes were read for this call alone: open them in place.
+	plain, err := dk.OpenInPlace(data, ref.seal.aad)
 	if err != nil {
 		return nil, annotate(err, "chunk "+ref.Key)
 	}

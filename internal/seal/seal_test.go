@@ -59,6 +59,21 @@ func TestSealBindsKeyAndPlace(t *testing.T) {
 	}
 	_, err = mustKey(t).Open(nil, sealed, aad) // another chain's key
 	wantCode(t, err, errcode.ChunkSealBroken)
+	// In place: the same plaintext, in the sealed object's own bytes; a
+	// changed byte or another place is refused alike.
+	inPlace := append([]byte(nil), sealed...)
+	got, err = k.OpenInPlace(inPlace, aad)
+	if err != nil || !bytes.Equal(got, plain) || &got[0] != &inPlace[prefixLen] {
+		t.Fatalf("open in place: %q, %v", got, err)
+	}
+	flipped = append([]byte(nil), sealed...)
+	flipped[len(flipped)-20] ^= 1
+	_, err = k.OpenInPlace(flipped, aad)
+	wantCode(t, err, errcode.ChunkSealBroken)
+	_, err = k.OpenInPlace(append([]byte(nil), sealed...), AAD("sluice chunk", "elsewhere"))
+	wantCode(t, err, errcode.ChunkSealBroken)
+	_, err = k.OpenInPlace([]byte("short"), aad)
+	wantCode(t, err, errcode.ChunkSealBroken)
 	// Length-prefixed fields: no two lists encode alike.
 	if bytes.Equal(AAD("ab", "c"), AAD("a", "bc")) {
 		t.Fatal("AAD fields run together")
