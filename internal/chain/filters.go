@@ -2,6 +2,7 @@ package chain
 
 import (
 	"context"
+	"slices"
 
 	"github.com/sluicehq/sluice/internal/errcode"
 )
@@ -46,32 +47,8 @@ func (f *Filters) Equal(g *Filters) bool {
 	if f.Empty() || g.Empty() {
 		return f.Empty() == g.Empty()
 	}
-	return equalStrings(f.IncludeTables, g.IncludeTables) && equalStrings(f.ExcludeTables, g.ExcludeTables) &&
-		equalStrings(f.ExcludeColumns, g.ExcludeColumns) && equalMasks(f.Masks, g.Masks)
-}
-
-func equalStrings(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
-func equalMasks(a, b []MaskRecord) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
+	return slices.Equal(f.IncludeTables, g.IncludeTables) && slices.Equal(f.ExcludeTables, g.ExcludeTables) &&
+		slices.Equal(f.ExcludeColumns, g.ExcludeColumns) && slices.Equal(f.Masks, g.Masks)
 }
 
 // FiltersAt returns the filters of the segment that holds link id: those
