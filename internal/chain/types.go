@@ -136,6 +136,14 @@ type Manifest struct {
 	// crossed (--include-table, --exclude-table, --exclude-column, --mask);
 	// it holds for the full's whole segment. Nil: everything crossed.
 	Filters *Filters `json:"filters,omitempty"`
+	// Sequences, set only on an incremental, are the source's sequence
+	// counters as its window ended (read at or after the window's last
+	// commit), by qualified name: a PostgreSQL source's sequences and a
+	// MySQL-family source's tables (their AUTO_INCREMENT counter). Each
+	// value is the highest the counter has handed out; only counters that
+	// moved since the producer's last record are listed (see
+	// docs/chain-format.md §3.3). Nil: none recorded.
+	Sequences map[string]int64 `json:"sequences,omitempty"`
 
 	// recordsDigest and layout are set on a manifest a layout was applied
 	// to (Layout.Apply); neither is part of the manifest's content.

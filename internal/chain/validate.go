@@ -66,6 +66,9 @@ func ValidateManifest(m *Manifest) error {
 		if len(m.Chunks) > 0 || m.Changes != 0 || m.Transactions != 0 || m.ApplyIdentity {
 			return bad("full carries change chunks or counts")
 		}
+		if m.Sequences != nil {
+			return bad("full carries sequence values outside its schema")
+		}
 		tables := map[string]bool{}
 		var total int64
 		for _, t := range m.Tables {
@@ -97,6 +100,11 @@ func ValidateManifest(m *Manifest) error {
 		}
 		if m.Changes < 0 || m.Transactions < 0 {
 			return bad("negative change or transaction count")
+		}
+		for name := range m.Sequences {
+			if name == "" {
+				return bad("a sequence value has no name")
+			}
 		}
 		changes, err := checkRefs(m.Chunks)
 		if err != nil {

@@ -3,6 +3,7 @@ package producer
 import (
 	"context"
 	"errors"
+	"maps"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -34,6 +35,9 @@ type fakeWindow struct {
 	// fail, when set, is what Next returns at once, delivering nothing (a
 	// session whose connection was lost).
 	fail error
+	// sequences are the counters the source holds once the window ends
+	// (nil: as after the window before).
+	sequences map[string]int64
 }
 
 // confirmation is one Confirm call and what the catalog named when it came.
@@ -62,6 +66,12 @@ type fakeSource struct {
 	// closed counts closed sessions (a parked session's expiry closes it
 	// from a timer's goroutine).
 	closed atomic.Int32
+	// sequences are the source's counters now (set by each window that
+	// scripts them); sequencesErr is what reading them returns.
+	sequences    map[string]int64
+	sequencesErr error
+	// sequenceReads counts reads of the counters.
+	sequenceReads int
 }
 
 func newFakeSource(t *testing.T, ch *chain.Chain, windows ...fakeWindow) *fakeSource {
@@ -132,6 +142,9 @@ func (c *fakeCapture) Next(_ context.Context, lim source.Limits, sink source.Sin
 	if fw.end != "" {
 		w.End, c.pos = fw.end, fw.end
 	}
+	if fw.sequences != nil {
+		s.sequences = fw.sequences
+	}
 	if fw.after != nil {
 		fw.after()
 	}
@@ -151,6 +164,11 @@ func (c *fakeCapture) Confirm(ctx context.Context, pos string) error {
 func (c *fakeCapture) CurrentPosition(context.Context) (string, error) { return "0/ffff", nil }
 
 func (c *fakeCapture) LogHealth(context.Context) (source.LogHealth, error) { return c.s.health, nil }
+
+func (c *fakeCapture) Sequences(context.Context) (map[string]int64, error) {
+	c.s.sequenceReads++
+	return maps.Clone(c.s.sequences), c.s.sequencesErr
+}
 
 func (c *fakeCapture) Close() { c.s.closed.Add(1) }
 

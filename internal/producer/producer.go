@@ -136,7 +136,7 @@ func openTip(ctx context.Context, ch *chain.Chain, o Options, reuse, changing bo
 	}
 	if parked := o.Sessions.take(cat.ChainID, o.stream(), o.Owner, cat.Tip().ID, cat.Tip().EndPosition); parked != nil {
 		if reuse {
-			return cat, parked, true, nil
+			return cat, tracked(parked), true, nil
 		}
 		parked.Close()
 	}
@@ -154,7 +154,7 @@ func openTip(ctx context.Context, ch *chain.Chain, o Options, reuse, changing bo
 	}); err != nil {
 		return nil, nil, false, err
 	}
-	return cat, capt, false, nil
+	return cat, tracked(capt), false, nil
 }
 
 // segmentFilter returns the filter the tip segment was written with,
@@ -223,7 +223,12 @@ func Window(ctx context.Context, ch *chain.Chain, o Options, lim source.Limits) 
 	}
 	res := Result{Changes: win.Changes, Transactions: win.Transactions, LogBytes: win.Bytes, LastCommit: win.LastCommit}
 	if win.Transactions > 0 {
-		m, err := w.manifest(ctx, cat, win, o.Now())
+		seqs, err := readSequences(ctx, capt)
+		if err != nil {
+			w.cleanup()
+			return Result{}, err
+		}
+		m, err := w.manifest(ctx, cat, win, seqs.moved, o.Now())
 		if err != nil {
 			w.cleanup()
 			return Result{}, err
@@ -240,6 +245,7 @@ func Window(ctx context.Context, ch *chain.Chain, o Options, lim source.Limits) 
 			return Result{}, err
 		}
 		cat = next
+		seqs.recorded()
 		o.Catalogs.Put(ch, next)
 		expireCatalog(ctx, ch, next)
 		res.Committed, res.LinkID, res.Start, res.End = true, m.ID, m.StartPosition, m.EndPosition
@@ -299,7 +305,11 @@ func Rotate(ctx context.Context, ch *chain.Chain, o Options) (Result, error) {
 	res := Result{Changes: win.Changes, Transactions: win.Transactions, LogBytes: win.Bytes, LastCommit: win.LastCommit}
 	var last *chain.Manifest
 	if win.Transactions > 0 {
-		if last, err = w.manifest(ctx, cat, win, o.Now()); err != nil {
+		seqs, err := readSequences(ctx, capt)
+		if err != nil {
+			return fail(err)
+		}
+		if last, err = w.manifest(ctx, cat, win, seqs.moved, o.Now()); err != nil {
 			return fail(err)
 		}
 		full.Parent = last.ID
@@ -389,8 +399,9 @@ func (w *changeWriter) flush(ctx context.Context) error {
 	return nil
 }
 
-// manifest flushes the last chunk and stores the incremental's manifest.
-func (w *changeWriter) manifest(ctx context.Context, cat *chain.Catalog, win source.Window, now time.Time) (*chain.Manifest, error) {
+// manifest flushes the last chunk and stores the incremental's manifest,
+// which records seqs as its sequence values.
+func (w *changeWriter) manifest(ctx context.Context, cat *chain.Catalog, win source.Window, seqs map[string]int64, now time.Time) (*chain.Manifest, error) {
 	if err := w.flush(ctx); err != nil {
 		return nil, err
 	}
@@ -408,6 +419,7 @@ func (w *changeWriter) manifest(ctx context.Context, cat *chain.Catalog, win sou
 		Changes:       win.Changes,
 		Transactions:  win.Transactions,
 		ApplyIdentity: true,
+		Sequences:     seqs,
 	}
 	if err := w.ch.PutManifest(ctx, m); err != nil {
 		return nil, err

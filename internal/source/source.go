@@ -132,6 +132,14 @@ type Capture interface {
 	// LogHealth reads the health of the chain's log. A log position the
 	// source no longer has (lost, dropped) is returned with a refusal.
 	LogHealth(ctx context.Context) (LogHealth, error)
+	// Sequences reads the source's sequence counters now, for what the
+	// session's schema holds (chain.Manifest.Sequences): by qualified name,
+	// the highest value each has handed out — PostgreSQL's sequences
+	// (identity ones included), a MySQL-family source's tables with an
+	// AUTO_INCREMENT counter. A counter that has handed out nothing is left
+	// out. Counters are not transactional: the producer reads them after a
+	// window's capture, so they are at or past its last commit.
+	Sequences(ctx context.Context) (map[string]int64, error)
 	// Close ends the session.
 	Close()
 }
