@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/sluicehq/sluice/internal/blobstore"
@@ -176,17 +177,23 @@ func (l *Layout) validate() error {
 		return bad("segment %q is not a link ID", l.Segment)
 	}
 	keys := map[string]bool{}
-	var total int64
+	// before[i] is the number of records in the chunks before chunk i;
+	// before[len(l.Chunks)] is every chunk's. The sums are checked against
+	// overflow: a layout is read from the store, and counts that wrapped
+	// around would place records outside the chunks.
+	before := make([]int64, len(l.Chunks)+1)
 	for i, r := range l.Chunks {
 		if err := blobstore.ValidateKey(r.Key); err != nil || keys[r.Key] {
 			return bad("chunk %d: key %q is malformed or listed twice", i, r.Key)
 		}
 		keys[r.Key] = true
-		if !validSHA256(r.SHA256) || r.Size <= 0 || r.Rows < 0 || r.RawSize < 0 || r.RawSize > MaxChunkRawSize {
+		if !validSHA256(r.SHA256) || r.Size <= 0 || r.Rows < 0 || r.RawSize < 0 || r.RawSize > MaxChunkRawSize ||
+			r.Rows > math.MaxInt64-before[i] {
 			return bad("chunk %s: digest, size, rows or raw size out of range", r.Key)
 		}
-		total += r.Rows
+		before[i+1] = before[i] + r.Rows
 	}
+	total := before[len(l.Chunks)]
 	seen := map[string]bool{}
 	for _, ll := range l.Links {
 		if !ValidID(ll.ID) || seen[ll.ID] {
@@ -196,15 +203,19 @@ func (l *Layout) validate() error {
 		if ll.Records < 0 || ll.Skip < 0 || ll.First < 0 || (ll.Records > 0 && ll.First >= len(l.Chunks)) || !validSHA256(ll.Digest) {
 			return bad("link %s: its place in the chunks or its digest is out of range", ll.ID)
 		}
-		var before int64
-		for _, r := range l.Chunks[:min(ll.First, len(l.Chunks))] {
-			before += r.Rows
-		}
-		if before+ll.Skip+ll.Records > total {
-			return bad("link %s: its %d records run past the chunks' %d", ll.ID, ll.Records, total)
-		}
-		if ll.Rewritten && ll.Changes+2*ll.Transactions != ll.Records {
+		if ll.Rewritten && (ll.Changes < 0 || ll.Transactions < 0 || ll.Transactions > ll.Records/2 || ll.Changes != ll.Records-2*ll.Transactions) {
 			return bad("link %s: %d records, but %d changes in %d transactions", ll.ID, ll.Records, ll.Changes, ll.Transactions)
+		}
+		if ll.Records == 0 {
+			continue
+		}
+		// The first record is in chunk First, after Skip of its records,
+		// and the rest follow within the chunks.
+		if first := l.Chunks[ll.First]; ll.Skip >= first.Rows {
+			return bad("link %s: skips %d records of chunk %s, which holds %d", ll.ID, ll.Skip, first.Key, first.Rows)
+		}
+		if left := total - before[ll.First] - ll.Skip; ll.Records > left {
+			return bad("link %s: its %d records run past the chunks' %d", ll.ID, ll.Records, total)
 		}
 	}
 	return nil

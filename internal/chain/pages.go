@@ -86,12 +86,23 @@ func (c *Chain) pagedSegments(ctx context.Context, cat *Catalog, known *pageSet)
 
 // unpage reads the pages of a checkpoint's segments (several at once),
 // checks each against its hash and length, and returns the segments whole.
-// The pages read are added to known.
+// The pages read are added to known. Every reference is checked before any
+// page is read, a page named twice is refused (its links would appear twice
+// in the catalog, and each naming would cost a read of a whole page), and
+// the first failure stops the reads still to start.
 func (c *Chain) unpage(ctx context.Context, key string, segs []checkpointSegment, known *pageSet) ([]Segment, error) {
 	type job struct{ seg, page int }
 	var jobs []job
+	named := map[string]bool{}
 	for si, s := range segs {
-		for pi := range s.Pages {
+		for pi, ref := range s.Pages {
+			if !validDigest(ref.SHA256) || ref.Links != pageLinks {
+				return nil, errcode.New(errcode.ChainInvalid, "catalog checkpoint %s names a page %q of %d links", key, ref.SHA256, ref.Links)
+			}
+			if named[ref.SHA256] {
+				return nil, errcode.New(errcode.ChainInvalid, "catalog checkpoint %s names page %s twice", key, ref.SHA256)
+			}
+			named[ref.SHA256] = true
 			jobs = append(jobs, job{si, pi})
 		}
 	}
@@ -99,21 +110,38 @@ func (c *Chain) unpage(ctx context.Context, key string, segs []checkpointSegment
 	for si, s := range segs {
 		pages[si] = make([][]Link, len(s.Pages))
 	}
-	errs := make([]error, len(jobs))
+	readCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		wg    sync.WaitGroup
+		once  sync.Once
+		first error
+	)
 	sem := make(chan struct{}, pageReaders)
-	var wg sync.WaitGroup
-	for ji, j := range jobs {
-		wg.Add(1)
+	for _, j := range jobs {
 		sem <- struct{}{}
+		if readCtx.Err() != nil {
+			break
+		}
+		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
 			ref := segs[j.seg].Pages[j.page]
-			pages[j.seg][j.page], errs[ji] = c.readPage(ctx, key, ref)
+			p, err := c.readPage(readCtx, key, ref)
+			if err != nil {
+				once.Do(func() { first = err })
+				cancel()
+				return
+			}
+			pages[j.seg][j.page] = p
 		}()
 	}
 	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
+	if first != nil {
+		return nil, first
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, c.unreachable(err, "read the pages of", key)
 	}
 	out := make([]Segment, len(segs))
 	for si, s := range segs {

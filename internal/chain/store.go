@@ -193,6 +193,12 @@ func (c *Chain) ReadChunk(ctx context.Context, ref ChunkRef) (ChunkHeader, []byt
 	return h, body, nil
 }
 
+// chunkPresize is the most readChunkBytes allocates for a chunk before its
+// bytes arrive: twice the raw size at which producers and compaction cut a
+// chunk (DefaultChunkBytes, 16 MiB), so a stored chunk of the default size,
+// compressed or not, is read into one buffer of its size.
+const chunkPresize = 32 << 20
+
 // readChunkBytes reads at most ref.Size+1 bytes of the chunk, so a wrong
 // object cannot exhaust memory, and checks the length.
 func (c *Chain) readChunkBytes(ctx context.Context, ref ChunkRef) ([]byte, error) {
@@ -207,7 +213,11 @@ func (c *Chain) readChunkBytes(ctx context.Context, ref ChunkRef) ([]byte, error
 		return nil, c.unreachable(err, "read", ref.Key)
 	}
 	defer rc.Close()
-	buf := bytes.NewBuffer(make([]byte, 0, ref.Size+bytes.MinRead))
+	// The recorded size is the store's word, read from a manifest or a
+	// layout: it sizes the buffer up front only up to chunkPresize, and a
+	// larger chunk grows it as its bytes arrive, so a damaged or hostile
+	// reference to a small object costs no more than that.
+	buf := bytes.NewBuffer(make([]byte, 0, min(ref.Size, chunkPresize)+bytes.MinRead))
 	if _, err := buf.ReadFrom(io.LimitReader(rc, ref.Size+1)); err != nil {
 		return nil, c.unreachable(err, "read", ref.Key)
 	}
