@@ -13,6 +13,7 @@ import (
 	"github.com/sluicehq/sluice/internal/chain"
 	"github.com/sluicehq/sluice/internal/credentials"
 	"github.com/sluicehq/sluice/internal/ddlcheck"
+	"github.com/sluicehq/sluice/internal/dur"
 	"github.com/sluicehq/sluice/internal/errcode"
 	"github.com/sluicehq/sluice/internal/health"
 	"github.com/sluicehq/sluice/internal/target"
@@ -270,9 +271,9 @@ type WaitParams struct {
 	// After is the last link applied.
 	After string `json:"after"`
 	// PollInterval is how often the catalog is read.
-	PollInterval time.Duration `json:"poll_interval"`
+	PollInterval dur.Duration `json:"poll_interval"`
 	// MaxWait returns an empty answer after this long (bounds the activity).
-	MaxWait time.Duration `json:"max_wait"`
+	MaxWait dur.Duration `json:"max_wait"`
 	// StopAfter: a stop marker written after it ends the wait.
 	StopAfter time.Time `json:"stop_after"`
 	// HeldUntil, when set, holds pending links back until this time (a
@@ -320,9 +321,9 @@ func (a *Activities) waitForLinks(ctx context.Context, p WaitParams) (WaitResult
 		return WaitResult{}, err
 	}
 	if p.PollInterval <= 0 {
-		p.PollInterval = 10 * time.Second
+		p.PollInterval = dur.Duration(10 * time.Second)
 	}
-	deadline := time.Now().Add(p.MaxWait)
+	deadline := time.Now().Add(p.MaxWait.D())
 	k := brokerKey(p.Stream)
 	a.Health.Configure(k, p.Health)
 	// Heartbeats go on while a catalog read blocks on a store that does not
@@ -389,7 +390,7 @@ func (a *Activities) waitForLinks(ctx context.Context, p WaitParams) (WaitResult
 		if p.MaxWait > 0 && time.Now().After(deadline) {
 			return res, nil
 		}
-		sleep := p.PollInterval
+		sleep := p.PollInterval.D()
 		if res.Held > 0 {
 			// Held links come due at a known time: wake then, not a poll later.
 			if due := time.Until(p.HeldUntil); due < sleep {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/apply"
 	"github.com/sluicehq/sluice/internal/chain"
+	"github.com/sluicehq/sluice/internal/dur"
 	"github.com/sluicehq/sluice/internal/errcode"
 	"github.com/sluicehq/sluice/internal/pitr"
 )
@@ -14,9 +15,9 @@ import (
 // run ends there) and --apply-delay (transactions wait until they are that
 // old). The zero value holds nothing back.
 type BrokerPoint struct {
-	Until         string        `json:"until,omitempty"`
-	UntilPosition string        `json:"until_position,omitempty"`
-	ApplyDelay    time.Duration `json:"apply_delay,omitempty"`
+	Until         string       `json:"until,omitempty"`
+	UntilPosition string       `json:"until_position,omitempty"`
+	ApplyDelay    dur.Duration `json:"apply_delay,omitempty"`
 }
 
 // Active reports whether the point holds anything back.
@@ -109,14 +110,14 @@ func (a *Activities) planBrokerCut(ctx context.Context, p BrokerCutParams, now t
 		cut = BrokerCut{Records: c.Records, Reached: c.Reached, Last: c.Last, Next: c.Next}
 	}
 	if p.Point.ApplyDelay > 0 {
-		c, err := pitr.InLink(ctx, ch, cat, link, pitr.Point{Time: now.Add(-p.Point.ApplyDelay)})
+		c, err := pitr.InLink(ctx, ch, cat, link, pitr.Point{Time: now.Add(-p.Point.ApplyDelay.D())})
 		if err != nil {
 			return BrokerCut{}, err
 		}
 		if c.Next != nil && (cut.Records < 0 || c.Records < cut.Records) {
 			// The delay holds back more than the until point does.
 			cut = BrokerCut{Records: c.Records, Last: c.Last, Next: c.Next,
-				HeldUntil: c.Next.CommitTime.Add(p.Point.ApplyDelay)}
+				HeldUntil: c.Next.CommitTime.Add(p.Point.ApplyDelay.D())}
 		} else if cut.Last == nil {
 			cut.Last = c.Last
 		}
@@ -126,7 +127,7 @@ func (a *Activities) planBrokerCut(ctx context.Context, p BrokerCutParams, now t
 		if cut.Last != nil {
 			commit = cut.Last.CommitTime
 		}
-		a.Health.Delayed(brokerKey(p.Stream), p.Point.ApplyDelay, commit)
+		a.Health.Delayed(brokerKey(p.Stream), p.Point.ApplyDelay.D(), commit)
 	}
 	if cut.Records >= 0 {
 		m, err := a.manifest(ctx, ch, link.ID)

@@ -4,11 +4,11 @@ import (
 	"context"
 	"fmt"
 	"sync"
-	"time"
 
 	"go.temporal.io/sdk/activity"
 
 	"github.com/sluicehq/sluice/internal/compact"
+	"github.com/sluicehq/sluice/internal/dur"
 	"github.com/sluicehq/sluice/internal/retention"
 )
 
@@ -39,7 +39,7 @@ type CompactParams struct {
 	// Smart folds changes per key across transactions (--smart-compaction).
 	Smart bool `json:"smart,omitempty"`
 	// KeepReplaced is how long replaced chunks stay readable.
-	KeepReplaced time.Duration `json:"keep_replaced"`
+	KeepReplaced dur.Duration `json:"keep_replaced"`
 }
 
 // CompactProgress is the heartbeat of CompactChain.
@@ -63,7 +63,7 @@ func (a *Activities) CompactChain(ctx context.Context, p CompactParams) (compact
 	var prog CompactProgress
 	hb.report(func() any { mu.Lock(); defer mu.Unlock(); return prog })
 	res, err := compact.Compact(ctx, ch, compact.Options{
-		Smart: p.Smart, KeepReplaced: p.KeepReplaced,
+		Smart: p.Smart, KeepReplaced: p.KeepReplaced.D(),
 		AttemptID: fmt.Sprintf("compact-%s-%d", info.WorkflowExecution.RunID, info.Attempt),
 		Progress: func(s compact.Segment) {
 			mu.Lock()

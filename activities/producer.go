@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/chain"
 	"github.com/sluicehq/sluice/internal/credentials"
+	"github.com/sluicehq/sluice/internal/dur"
 	"github.com/sluicehq/sluice/internal/filter"
 	"github.com/sluicehq/sluice/internal/health"
 	"github.com/sluicehq/sluice/internal/producer"
@@ -45,12 +46,12 @@ type ProducerParams struct {
 type WindowParams struct {
 	ProducerParams
 	// Rollover ends the window at the first transaction boundary after it.
-	Rollover time.Duration `json:"rollover"`
+	Rollover dur.Duration `json:"rollover"`
 	// MaxChanges and MaxBytes end it early at a transaction boundary.
 	MaxChanges int64 `json:"max_changes,omitempty"`
 	MaxBytes   int64 `json:"max_bytes,omitempty"`
 	// Idle returns an empty window after this long without a transaction.
-	Idle time.Duration `json:"idle,omitempty"`
+	Idle dur.Duration `json:"idle,omitempty"`
 	// UpToNow captures up to the source's position at the window's start
 	// (a one-shot incremental) instead of for Rollover.
 	UpToNow bool `json:"up_to_now,omitempty"`
@@ -153,9 +154,9 @@ func (a *Activities) CaptureWindow(ctx context.Context, p WindowParams) (WindowR
 	// an earlier attempt (a slot left unconfirmed, a source that did not
 	// answer) no longer holds, though a quiet source delivers nothing.
 	drained := func() { a.Health.Succeeded(k) }
-	lim := source.Limits{Duration: p.Rollover, Changes: p.MaxChanges, Bytes: p.MaxBytes, Idle: p.Idle, Stop: stopPoll, Tick: tick, Drained: drained, Log: slot, Tables: identity}
+	lim := source.Limits{Duration: p.Rollover.D(), Changes: p.MaxChanges, Bytes: p.MaxBytes, Idle: p.Idle.D(), Stop: stopPoll, Tick: tick, Drained: drained, Log: slot, Tables: identity}
 	if p.UpToNow {
-		lim = source.Limits{Until: "now", Idle: p.Idle, Tick: tick, Tables: identity}
+		lim = source.Limits{Until: "now", Idle: p.Idle.D(), Tick: tick, Tables: identity}
 	} else {
 		// A stream's next window resumes this one's session on this
 		// worker, rather than reading the log again from the slot's

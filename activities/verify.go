@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/credentials"
+	"github.com/sluicehq/sluice/internal/dur"
 	"github.com/sluicehq/sluice/internal/verify"
 )
 
@@ -58,7 +59,7 @@ type WaitBrokerParams struct {
 	Store   StoreRef           `json:"store"`
 	Target  credentials.DSNRef `json:"target"`
 	Stream  string             `json:"stream"`
-	Timeout time.Duration      `json:"timeout"`
+	Timeout dur.Duration       `json:"timeout"`
 }
 
 // WaitBrokerAtTip polls the broker's position in its target until it has
@@ -75,7 +76,7 @@ func (a *Activities) WaitBrokerAtTip(ctx context.Context, p WaitBrokerParams) (v
 	var mu sync.Mutex
 	var at verify.BrokerAt
 	hb.report(func() any { mu.Lock(); defer mu.Unlock(); return at })
-	res, err := verify.WaitBroker(ctx, ch, tgt.State(), p.Stream, p.Timeout, time.Second, func(b verify.BrokerAt) {
+	res, err := verify.WaitBroker(ctx, ch, tgt.State(), p.Stream, p.Timeout.D(), time.Second, func(b verify.BrokerAt) {
 		mu.Lock()
 		at = b
 		mu.Unlock()

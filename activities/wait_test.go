@@ -10,6 +10,7 @@ import (
 	"github.com/sluicehq/sluice/internal/blobstore"
 	"github.com/sluicehq/sluice/internal/chain"
 	"github.com/sluicehq/sluice/internal/chain/chaintest"
+	"github.com/sluicehq/sluice/internal/dur"
 )
 
 // A delayed broker's wait hands over the links it held back once they come
@@ -39,7 +40,7 @@ func TestWaitHandsOverHeldLinksOnAQuietChain(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			p := WaitParams{
 				BrokerParams: BrokerParams{Store: StoreRef{URL: "file://" + dir}, Stream: "s"},
-				After:        full, PollInterval: 10 * time.Second, MaxWait: 5 * time.Second,
+				After:        full, PollInterval: dur.Duration(10 * time.Second), MaxWait: dur.Duration(5 * time.Second),
 			}
 			if tc.held > 0 {
 				p.HeldUntil = time.Now().Add(tc.held)

@@ -13,6 +13,7 @@ import (
 	"github.com/sluicehq/sluice/activities"
 	"github.com/sluicehq/sluice/internal/blobstore"
 	"github.com/sluicehq/sluice/internal/compact"
+	"github.com/sluicehq/sluice/internal/dur"
 	"github.com/sluicehq/sluice/workflows"
 )
 
@@ -51,7 +52,7 @@ later compact or prune deletes them. Runs as a workflow, or in this process with
 			if keep < 0 {
 				return usageError("--keep-replaced %s: give 0 or more", keep)
 			}
-			p := activities.CompactParams{Store: st, Smart: smart, KeepReplaced: keep}
+			p := activities.CompactParams{Store: st, Smart: smart, KeepReplaced: dur.Duration(keep)}
 			var res compact.Result
 			if dryRun || local {
 				ctx := cmd.Context()

@@ -10,6 +10,7 @@ import (
 	"github.com/sluicehq/sluice/internal/blobstore"
 	"github.com/sluicehq/sluice/internal/chain"
 	"github.com/sluicehq/sluice/internal/chainview"
+	"github.com/sluicehq/sluice/internal/dur"
 	"github.com/sluicehq/sluice/internal/errcode"
 	"github.com/sluicehq/sluice/internal/retention"
 )
@@ -47,7 +48,7 @@ two checkpoints older than --catalog-keep-age.`,
 			if err != nil {
 				return err
 			}
-			policy := retention.Policy{KeepSegments: keepSegments, KeepDuration: keepDuration}
+			policy := retention.Policy{KeepSegments: keepSegments, KeepDuration: dur.Duration(keepDuration)}
 			switch {
 			case keepSegments < 0 || keepDuration < 0:
 				return usageError("--keep-segments and --keep-duration must be positive")

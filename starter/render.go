@@ -8,13 +8,15 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/dur"
 )
 
 // How `status` prints. The structs it prints (workflow query results, the
 // verdict) keep their wire format; this file only decides how their values
 // look to a reader, from their Go types:
 //
-//   - a time.Duration prints as a rounded duration ("2.2s", "10m0s") in text,
+//   - a time.Duration (or a dur.Duration) prints as a rounded duration ("2.2s", "10m0s") in text,
 //     and as seconds under "<key>_seconds" in JSON;
 //   - a float whose JSON key ends in "_seconds" prints as a duration under the
 //     key without the suffix in text ("never" for -1), and as is in JSON;
@@ -48,7 +50,9 @@ const neverSeconds = -1
 
 var (
 	durationType = reflect.TypeFor[time.Duration]()
-	timeType     = reflect.TypeFor[time.Time]()
+	// textDurationType is the duration workflow inputs carry as text.
+	textDurationType = reflect.TypeFor[dur.Duration]()
+	timeType         = reflect.TypeFor[time.Time]()
 )
 
 // printStatus prints a status — a struct, a map, or parts joined by merged —
@@ -221,7 +225,7 @@ func renderValue(key string, v reflect.Value) any {
 	switch {
 	case !v.IsValid():
 		return nil
-	case v.Type() == durationType:
+	case v.Type() == durationType || v.Type() == textDurationType:
 		return durationLeaf(v.Int())
 	case v.Type() == timeType:
 		return timeLeaf(v.Interface().(time.Time))

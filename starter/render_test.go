@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/dur"
 	"github.com/sluicehq/sluice/internal/health"
 	"github.com/sluicehq/sluice/workflows"
 )
@@ -19,7 +20,7 @@ func producerView(t *testing.T) rendered {
 		Phase:      "capturing",
 		StartedAt:  time.Date(2026, 11, 29, 10, 0, 0, 123_000_000, time.FixedZone("CET", 3600)),
 		Windows:    7,
-		CaptureLag: 2165172493 * time.Nanosecond,
+		CaptureLag: dur.Duration(2165172493),
 		Thresholds: health.Thresholds{PollStall: 2 * time.Minute, DeliveryStall: 10 * time.Minute, NotRunning: 10 * time.Minute},
 	}
 	v := verdictView{Verdict: health.Idle, PollAge: 1.25, DeliveryAge: 600, ReportAge: -1}

@@ -13,6 +13,7 @@ import (
 	"github.com/sluicehq/sluice/internal/blobstore"
 	"github.com/sluicehq/sluice/internal/chain"
 	"github.com/sluicehq/sluice/internal/chainview"
+	"github.com/sluicehq/sluice/internal/dur"
 	"github.com/sluicehq/sluice/workflows"
 )
 
@@ -109,7 +110,7 @@ func (c *cli) backupIncrementalCmd() *cobra.Command {
 
 func (c *cli) backupStreamCmd() *cobra.Command {
 	stream := &cobra.Command{Use: "stream", Short: "Run, stop or inspect the continuous producer of a chain"}
-	stream.AddCommand(c.streamRunCmd(), c.streamStopCmd(), c.streamStatusCmd())
+	stream.AddCommand(c.streamRunCmd(), c.streamStopCmd(), c.streamStatusCmd(), c.streamPauseCmd(), c.streamResumeCmd())
 	return stream
 }
 
@@ -151,7 +152,7 @@ func (c *cli) streamRunCmd() *cobra.Command {
 			if p.Health, err = hf.thresholds(producerPollEvery); err != nil {
 				return err
 			}
-			in := workflows.ProducerInput{ProducerParams: p, Rollover: rollover, MaxChanges: maxChanges, MaxBytes: maxBytes, RotateAt: rotateAt, Idle: idle, RetainSegments: retainSegments,
+			in := workflows.ProducerInput{ProducerParams: p, Rollover: dur.Duration(rollover), MaxChanges: maxChanges, MaxBytes: maxBytes, RotateAt: rotateAt, Idle: dur.Duration(idle), RetainSegments: retainSegments,
 				RotateOnFilterChange: rotateOnFilterChange}
 			var res workflows.ProducerResult
 			return c.start(cmd.Context(), launch{

@@ -16,6 +16,7 @@ import (
 	"github.com/sluicehq/sluice/activities"
 	"github.com/sluicehq/sluice/internal/blobstore"
 	"github.com/sluicehq/sluice/internal/chain"
+	"github.com/sluicehq/sluice/internal/dur"
 	"github.com/sluicehq/sluice/internal/errcode"
 	"github.com/sluicehq/sluice/workflows"
 )
@@ -25,7 +26,7 @@ func brokerID(stream string) string { return "broker/" + stream }
 func (c *cli) syncCmd() *cobra.Command {
 	sync := &cobra.Command{Use: "sync", Short: "Replicate into a target"}
 	fb := &cobra.Command{Use: "from-backup", Short: "Replay a backup chain into a target, exactly once (the broker)"}
-	fb.AddCommand(c.brokerRunCmd(), c.brokerStopCmd(), c.brokerStatusCmd())
+	fb.AddCommand(c.brokerRunCmd(), c.brokerStopCmd(), c.brokerStatusCmd(), c.brokerPauseCmd(), c.brokerResumeCmd(), c.brokerTuneCmd())
 	sync.AddCommand(fb)
 	return sync
 }
@@ -67,13 +68,13 @@ func (c *cli) brokerRunCmd() *cobra.Command {
 			if err := validStreamID(stream); err != nil {
 				return err
 			}
+			if err := workflows.CheckApplyConcurrency(concurrency, tgt.maxLanes(), tgt.driver); err != nil {
+				return usageError("%v", err)
+			}
+			if err := workflows.CheckPollInterval(poll); err != nil {
+				return usageError("%v", err)
+			}
 			switch {
-			case concurrency < 1 || concurrency > 64:
-				return usageError("--apply-concurrency %d: give 1 to 64", concurrency)
-			case tgt.maxLanes() > 0 && concurrency > tgt.maxLanes():
-				return usageError("--apply-concurrency %d: --target-driver %s takes one writer at a time; give --apply-concurrency %d", concurrency, tgt.driver, tgt.maxLanes())
-			case poll < 100*time.Millisecond || poll > time.Hour:
-				return usageError("--poll-interval %s: give 100ms to 1h", poll)
 			case maxWait < time.Second || maxWait > 20*time.Minute:
 				return usageError("--max-wait %s: give 1s to 20m", maxWait)
 			case reset && atChainID != "":
@@ -101,8 +102,8 @@ func (c *cli) brokerRunCmd() *cobra.Command {
 			}
 			in := workflows.BrokerInput{
 				BrokerParams: activities.BrokerParams{Store: st, Target: ref, Stream: stream, Health: th, Subset: subset},
-				Concurrency:  concurrency, PollInterval: poll, MaxWait: maxWait, Reset: reset, AtChainID: atChainID,
-				Point: activities.BrokerPoint{Until: until, UntilPosition: untilPosition, ApplyDelay: applyDelay},
+				Concurrency:  concurrency, PollInterval: dur.Duration(poll), MaxLanes: tgt.maxLanes(), MaxWait: dur.Duration(maxWait), Reset: reset, AtChainID: atChainID,
+				Point: activities.BrokerPoint{Until: until, UntilPosition: untilPosition, ApplyDelay: dur.Duration(applyDelay)},
 			}
 			var res workflows.BrokerResult
 			return c.start(cmd.Context(), launch{

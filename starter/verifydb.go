@@ -15,6 +15,7 @@ import (
 	"github.com/sluicehq/sluice/activities"
 	"github.com/sluicehq/sluice/internal/blobstore"
 	"github.com/sluicehq/sluice/internal/credentials"
+	"github.com/sluicehq/sluice/internal/dur"
 	"github.com/sluicehq/sluice/internal/source"
 	"github.com/sluicehq/sluice/internal/target"
 	"github.com/sluicehq/sluice/internal/verify"
@@ -102,7 +103,7 @@ SLUICE-E-VERIFY-COLUMNS-DIFFER when a table's columns differ); 2: usage; 3: a re
 				st = &ref
 			}
 			in := workflows.VerifyInput{VerifyParams: activities.VerifyParams{Source: sref, Target: tref, Depth: d, Filter: filter, MaxRows: maxRows},
-				WaitBroker: waitBroker, Store: st, WaitTimeout: waitTimeout}
+				WaitBroker: waitBroker, Store: st, WaitTimeout: dur.Duration(waitTimeout)}
 			var res workflows.VerifyResult
 			if local {
 				if res, err = verifyLocally(cmd.Context(), in); err != nil {
@@ -172,7 +173,7 @@ func verifyLocally(ctx context.Context, in workflows.VerifyInput) (workflows.Ver
 		if err != nil {
 			return res, err
 		}
-		at, err := verify.WaitBroker(ctx, ch, dst.State(), in.WaitBroker, in.WaitTimeout, time.Second, nil)
+		at, err := verify.WaitBroker(ctx, ch, dst.State(), in.WaitBroker, in.WaitTimeout.D(), time.Second, nil)
 		if err != nil {
 			return res, err
 		}

@@ -9,21 +9,29 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/sluicehq/sluice/activities"
+	"github.com/sluicehq/sluice/internal/dur"
 	"github.com/sluicehq/sluice/internal/errcode"
 	"github.com/sluicehq/sluice/internal/health"
 	"github.com/sluicehq/sluice/internal/pitr"
+	"github.com/sluicehq/sluice/internal/target"
 )
 
 // BrokerInput starts a BrokerWorkflow.
 type BrokerInput struct {
 	activities.BrokerParams
-	Concurrency  int           `json:"concurrency"`
-	PollInterval time.Duration `json:"poll_interval"`
+	// Concurrency and PollInterval are the run's --apply-concurrency and
+	// --poll-interval; a tune signal changes them, and a continue-as-new
+	// carries the values in force.
+	Concurrency  int          `json:"concurrency"`
+	PollInterval dur.Duration `json:"poll_interval"`
+	// MaxLanes is how many lanes the target's driver takes (0: any); a
+	// tune asking for more is refused.
+	MaxLanes int `json:"max_lanes,omitempty"`
 	// MaxWait bounds one wait for new links (zero: DefaultBrokerMaxWait).
 	// A wait that finds nothing is an idle tick: the loop starts the next.
-	MaxWait   time.Duration `json:"max_wait,omitempty"`
-	Reset     bool          `json:"reset,omitempty"`
-	AtChainID string        `json:"at_chain_id,omitempty"`
+	MaxWait   dur.Duration `json:"max_wait,omitempty"`
+	Reset     bool         `json:"reset,omitempty"`
+	AtChainID string       `json:"at_chain_id,omitempty"`
 	// Point holds the run back: it ends at --until, and applies no
 	// transaction younger than --apply-delay.
 	Point activities.BrokerPoint `json:"point,omitzero"`
@@ -70,6 +78,16 @@ type BrokerStatus struct {
 	// WarnedSevered are the applied-link findings this run has logged.
 	WarnedSevered []string `json:"warned_severed,omitempty"`
 	StopRequested bool     `json:"stop_requested,omitempty"`
+
+	// ApplyConcurrency and PollInterval are the values in force (the
+	// run's flags, or the last tune that took effect).
+	ApplyConcurrency int          `json:"apply_concurrency,omitempty"`
+	PollInterval     dur.Duration `json:"poll_interval,omitempty"`
+	// LastTune is what became of the last tune signal.
+	LastTune *TuneOutcome `json:"last_tune,omitempty"`
+	// Paused is set from a pause signal until the resume: the run ends the
+	// incremental it applies, then applies and polls nothing.
+	Paused *PauseState `json:"paused,omitempty"`
 
 	// Until is the run's --until or --until-position, as given; Reached
 	// is set once the target holds everything at or before it and nothing
@@ -149,6 +167,7 @@ func BrokerWorkflow(ctx workflow.Context, in BrokerInput) (BrokerResult, error) 
 		st.Subset = in.Subset.String()
 	}
 	st.Until, st.ApplyDelaySeconds = in.Point.String(), in.Point.ApplyDelay.Seconds()
+	st.ApplyConcurrency, st.PollInterval = in.Concurrency, in.PollInterval
 	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (BrokerStatus, error) {
 		return st, nil
 	}); err != nil {
@@ -161,6 +180,35 @@ func BrokerWorkflow(ctx workflow.Context, in BrokerInput) (BrokerResult, error) 
 		}
 		return st.StopRequested
 	}
+	// interrupt cancels the wait for new links under way, if any: a pause
+	// need not wait for it, as nothing of it is work done.
+	var interrupt func()
+	onPause, onResume := pauseHandlers(ctx, &st.Paused, "stream", in.Stream, "")
+	ctl := handleControls(ctx, func(r PauseRequest) {
+		onPause(r)
+		if interrupt != nil {
+			interrupt()
+			interrupt = nil
+		}
+	}, onResume, func(t TuneRequest) {
+		out := TuneOutcome{At: workflow.Now(ctx), Requested: t}
+		if err := t.Check(in.maxLanes(), in.Target.Driver, st.Thresholds); err != nil {
+			out.Refused = err.Error()
+			workflow.GetLogger(ctx).Warn("BROKER-TUNE-REFUSED: the tune signal was ignored; the run goes on with the settings in force",
+				"stream", in.Stream, "reason", out.Refused, "apply_concurrency", in.Concurrency, "poll_interval", in.PollInterval.String())
+		} else {
+			// Read by the next incremental and the next wait.
+			if t.ApplyConcurrency != 0 {
+				in.Concurrency = t.ApplyConcurrency
+			}
+			if t.PollInterval != 0 {
+				in.PollInterval = t.PollInterval
+			}
+			st.ApplyConcurrency, st.PollInterval = in.Concurrency, in.PollInterval
+			workflow.GetLogger(ctx).Info("tuned", "stream", in.Stream, "apply_concurrency", in.Concurrency, "poll_interval", in.PollInterval.String())
+		}
+		st.LastTune = &out
+	})
 	// cancelled ends the run after a cancellation: cleanly between units of
 	// work, with the given code inside one.
 	cancelled := func(code errcode.Code, msg string) (BrokerResult, error) {
@@ -221,14 +269,20 @@ func BrokerWorkflow(ctx workflow.Context, in BrokerInput) (BrokerResult, error) 
 
 	maxWait := in.MaxWait
 	if maxWait <= 0 {
-		maxWait = DefaultBrokerMaxWait
+		maxWait = dur.Duration(DefaultBrokerMaxWait)
 	}
 	for {
 		if stopped() {
 			st.Phase = "stopped"
 			return BrokerResult{Status: st}, nil
 		}
+		if waited, err := waitWhilePaused(ctx, &st.Paused, &st.Phase, stopCh); err != nil {
+			return cancelled("", "")
+		} else if waited {
+			continue // resumed, or a stop is pending: look again
+		}
 		if workflow.GetInfo(ctx).GetContinueAsNewSuggested() {
+			ctl.drain()
 			next := in
 			s := st
 			next.State, next.Reset, next.AtChainID = &s, false, ""
@@ -250,13 +304,18 @@ func BrokerWorkflow(ctx workflow.Context, in BrokerInput) (BrokerResult, error) 
 			st.StopRequested = true
 			cancelWait()
 		})
+		interrupted := false
+		interrupt = func() { interrupted = true; cancelWait() }
 		for !done {
 			sel.Select(ctx)
 		}
+		interrupt = nil
 		cancelWait()
 		now := workflow.Now(ctx)
 		st.LastPollAt = now
-		if st.StopRequested {
+		if st.StopRequested || interrupted {
+			// A pause cut the wait short (it may have been resumed since):
+			// nothing of it is used; the next turn waits again.
 			continue
 		}
 		if err != nil {
@@ -310,7 +369,7 @@ func BrokerWorkflow(ctx workflow.Context, in BrokerInput) (BrokerResult, error) 
 		if len(wait.Pending) > 0 {
 			st.SecondsBehind = now.Sub(wait.Pending[0].CreatedAt).Seconds()
 		}
-		if len(wait.Pending) == 0 || stopped() {
+		if len(wait.Pending) == 0 || stopped() || st.Paused != nil {
 			continue
 		}
 		// One incremental per tick: the next tick reads the catalog and the
@@ -441,10 +500,24 @@ func (st BrokerStatus) Facts() health.Facts {
 	// Links the delay holds back are not due: a delayed replica waiting
 	// for them reads idle, not stalled.
 	f := health.Facts{PolledAt: st.LastPollAt, DeliveredAt: st.LastAppliedAt,
-		Pending: (st.LinksBehind > 0 && st.HeldUntil.IsZero()) || st.Applying != ""}
+		Pending: (st.LinksBehind > 0 && st.HeldUntil.IsZero()) || st.Applying != "", Paused: st.Phase == "paused"}
 	f.ReportedAt = latestOf(st.LastPollAt, st.LastAppliedAt, st.LastErrorAt)
 	if st.LastError != "" && !st.LastErrorAt.Before(f.ReportedAt) {
 		f.FailCause, f.FailError = health.CauseOf(st.LastErrorCode), st.LastError
 	}
 	return f
+}
+
+// maxLanes is how many lanes the run's target takes (0: any): as the run
+// was started with, or for runs started before it was recorded, as the
+// target's driver says.
+func (in BrokerInput) maxLanes() int {
+	if in.MaxLanes > 0 {
+		return in.MaxLanes
+	}
+	traits, err := target.TraitsOf(in.Target.Driver)
+	if err != nil {
+		return 0
+	}
+	return traits.MaxLanes
 }

@@ -15,11 +15,12 @@ import (
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/sluicehq/sluice/activities"
+	"github.com/sluicehq/sluice/internal/dur"
 	"github.com/sluicehq/sluice/internal/errcode"
 )
 
 func brokerInput() BrokerInput {
-	return BrokerInput{BrokerParams: activities.BrokerParams{Stream: "s"}, Concurrency: 1, PollInterval: time.Second}
+	return BrokerInput{BrokerParams: activities.BrokerParams{Stream: "s"}, Concurrency: 1, PollInterval: dur.Duration(time.Second)}
 }
 
 func TestBrokerCancelledWhileWaitingEndsCleanly(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicehq/sluice/activities"
+	"github.com/sluicehq/sluice/internal/dur"
 	"github.com/sluicehq/sluice/internal/pitr"
 )
 
@@ -94,7 +95,7 @@ func TestBrokerApplyDelayHoldsTheRestUntilItIsDue(t *testing.T) {
 			return activities.BrokerApplyResult{Applied: 1, Stopped: p.StopAt > 0}, nil
 		}).Twice()
 	in := brokerInput()
-	in.Point = activities.BrokerPoint{ApplyDelay: time.Hour}
+	in.Point = activities.BrokerPoint{ApplyDelay: dur.Duration(time.Hour)}
 	env.ExecuteWorkflow(BrokerWorkflow, in)
 	require.NoError(t, env.GetWorkflowError())
 	require.Equal(t, []int64{3, 0}, stops, "the first apply stops at the delay's cut, the second takes the rest")

@@ -18,6 +18,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/sluicehq/sluice/activities"
+	"github.com/sluicehq/sluice/internal/dur"
 	"github.com/sluicehq/sluice/internal/producer"
 	"github.com/sluicehq/sluice/internal/verify"
 )
@@ -199,7 +200,7 @@ func TestVerifyWaitsForTheBrokerThenCompares(t *testing.T) {
 			order = append(order, "compare")
 			return verify.Outcome{}, nil
 		}).Once()
-	env.ExecuteWorkflow(VerifyWorkflow, VerifyInput{WaitBroker: "s", Store: &activities.StoreRef{URL: "file:///c"}, WaitTimeout: time.Minute})
+	env.ExecuteWorkflow(VerifyWorkflow, VerifyInput{WaitBroker: "s", Store: &activities.StoreRef{URL: "file:///c"}, WaitTimeout: dur.Duration(time.Minute)})
 	require.NoError(t, env.GetWorkflowError())
 	require.Equal(t, []string{"wait", "compare"}, order)
 }
@@ -211,7 +212,7 @@ func TestProducerStopSignalWritesTheStopMarker(t *testing.T) {
 	env.OnActivity(acts.CaptureWindow, mock.Anything, mock.Anything).After(time.Minute).Return(activities.WindowResult{Stopped: true}, nil).Once()
 	env.OnActivity(acts.RequestProducerStop, mock.Anything, mock.Anything).Return(nil).Once()
 	env.RegisterDelayedCallback(func() { env.SignalWorkflow(SignalStop, nil) }, HeartbeatTimeout)
-	env.ExecuteWorkflow(ProducerWorkflow, ProducerInput{ProducerParams: activities.ProducerParams{Store: activities.StoreRef{URL: "file:///c"}}, Rollover: time.Second})
+	env.ExecuteWorkflow(ProducerWorkflow, ProducerInput{ProducerParams: activities.ProducerParams{Store: activities.StoreRef{URL: "file:///c"}}, Rollover: dur.Duration(time.Second)})
 	require.NoError(t, env.GetWorkflowError())
 	var res ProducerResult
 	require.NoError(t, env.GetWorkflowResult(&res))

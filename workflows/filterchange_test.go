@@ -10,6 +10,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/sluicehq/sluice/activities"
+	"github.com/sluicehq/sluice/internal/dur"
 	"github.com/sluicehq/sluice/internal/errcode"
 	"github.com/sluicehq/sluice/internal/filter"
 	"github.com/sluicehq/sluice/internal/producer"
@@ -43,7 +44,7 @@ func TestProducerRotatesOnceOnAFilterChange(t *testing.T) {
 			return producer.Result{Committed: true, LinkID: "f", Links: 2}, nil
 		}).Times(1)
 	in := ProducerInput{ProducerParams: activities.ProducerParams{Store: activities.StoreRef{URL: "file:///c"}, Filter: spec},
-		Rollover: time.Second, RotateOnFilterChange: true}
+		Rollover: dur.Duration(time.Second), RotateOnFilterChange: true}
 	env.ExecuteWorkflow(ProducerWorkflow, in)
 	require.True(t, env.IsWorkflowCompleted())
 	require.ErrorContains(t, env.GetWorkflowError(), string(errcode.FilterChanged))
@@ -57,7 +58,7 @@ func TestProducerRefusesAFilterChange(t *testing.T) {
 	env, acts := newEnv(t)
 	env.RegisterWorkflow(RotateWorkflow)
 	env.OnActivity(acts.CaptureWindow, mock.Anything, mock.Anything).Return(activities.WindowResult{}, filterChanged()).Times(1)
-	env.ExecuteWorkflow(ProducerWorkflow, ProducerInput{ProducerParams: activities.ProducerParams{Store: activities.StoreRef{URL: "file:///c"}}, Rollover: time.Second})
+	env.ExecuteWorkflow(ProducerWorkflow, ProducerInput{ProducerParams: activities.ProducerParams{Store: activities.StoreRef{URL: "file:///c"}}, Rollover: dur.Duration(time.Second)})
 	require.True(t, env.IsWorkflowCompleted())
 	require.ErrorContains(t, env.GetWorkflowError(), string(errcode.FilterChanged))
 	env.AssertExpectations(t)

@@ -12,6 +12,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/sluicehq/sluice/activities"
+	"github.com/sluicehq/sluice/internal/dur"
 	"github.com/sluicehq/sluice/internal/producer"
 )
 
@@ -40,7 +41,7 @@ func TestBrokerIdlesThroughEmptyWaitsThenApplies(t *testing.T) {
 	env.OnActivity(acts.JudgeBrokerIncremental, mock.Anything, mock.Anything).Return(activities.JudgeResult{}, nil).Once()
 	env.OnActivity(acts.ApplyBrokerIncremental, mock.Anything, mock.Anything).Return(activities.BrokerApplyResult{Applied: 7}, nil).Once()
 	in := brokerInput()
-	in.MaxWait = 3 * time.Second
+	in.MaxWait = dur.Duration(3 * time.Second)
 	env.ExecuteWorkflow(BrokerWorkflow, in)
 	require.True(t, env.IsWorkflowCompleted())
 	require.NoError(t, env.GetWorkflowError())
@@ -52,7 +53,7 @@ func TestBrokerIdlesThroughEmptyWaitsThenApplies(t *testing.T) {
 	require.Zero(t, res.Status.LinksBehind)
 	require.False(t, res.Status.LastPollAt.IsZero())
 	for i, w := range waits {
-		require.Equal(t, 3*time.Second, w.MaxWait, "wait %d carries the run's bound", i)
+		require.Equal(t, 3*time.Second, w.MaxWait.D(), "wait %d carries the run's bound", i)
 		want := "f"
 		if i > idleTicks {
 			want = "i1"
@@ -68,7 +69,7 @@ func TestBrokerMaxWaitDefaults(t *testing.T) {
 	var got []time.Duration
 	env.OnActivity(acts.WaitForLinks, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, p activities.WaitParams) (activities.WaitResult, error) {
-			got = append(got, p.MaxWait)
+			got = append(got, p.MaxWait.D())
 			return activities.WaitResult{Stop: len(got) == 3}, nil
 		}).Times(3)
 	env.ExecuteWorkflow(BrokerWorkflow, brokerInput())
@@ -91,7 +92,7 @@ func TestBrokerContinuesAsNewWhileIdle(t *testing.T) {
 			return activities.WaitResult{}, nil
 		}).Times(5)
 	in := brokerInput()
-	in.MaxWait = time.Second
+	in.MaxWait = dur.Duration(time.Second)
 	env.ExecuteWorkflow(BrokerWorkflow, in)
 	require.True(t, env.IsWorkflowCompleted())
 	var can *workflow.ContinueAsNewError
@@ -101,7 +102,7 @@ func TestBrokerContinuesAsNewWhileIdle(t *testing.T) {
 	require.NotNil(t, next.State)
 	require.Equal(t, "i9", next.State.LastApplied)
 	require.Equal(t, "waiting", next.State.Phase)
-	require.Equal(t, time.Second, next.MaxWait)
+	require.Equal(t, time.Second, next.MaxWait.D())
 	require.False(t, next.Reset)
 
 	// The next run starts from the carried state: no start-mode decision,
@@ -143,7 +144,7 @@ func TestProducerIdlesThroughEmptyWindows(t *testing.T) {
 		}).Times(idle + 2)
 	// The rotation's full found nothing new to close the old segment with.
 	env.OnActivity(acts.RotateSegment, mock.Anything, mock.Anything).Return(producer.Result{Committed: true, LinkID: "f2", SegmentLength: 0, Links: 4}, nil).Once()
-	in := ProducerInput{ProducerParams: activities.ProducerParams{Store: activities.StoreRef{URL: "file:///c"}}, Rollover: time.Second, RotateAt: 2, Idle: 2 * time.Second}
+	in := ProducerInput{ProducerParams: activities.ProducerParams{Store: activities.StoreRef{URL: "file:///c"}}, Rollover: dur.Duration(time.Second), RotateAt: 2, Idle: dur.Duration(2 * time.Second)}
 	env.ExecuteWorkflow(ProducerWorkflow, in)
 	require.True(t, env.IsWorkflowCompleted())
 	require.NoError(t, env.GetWorkflowError())
@@ -155,7 +156,7 @@ func TestProducerIdlesThroughEmptyWindows(t *testing.T) {
 	require.Equal(t, int64(1), res.Status.Transactions)
 	require.Equal(t, int64(idle+3), res.Status.Windows, "every window and the rotation are counted")
 	for i, w := range windows {
-		require.Equal(t, 2*time.Second, w.Idle, "window %d carries the run's idle bound", i)
+		require.Equal(t, 2*time.Second, w.Idle.D(), "window %d carries the run's idle bound", i)
 	}
 }
 
@@ -165,10 +166,10 @@ func TestProducerIdleWindowDefaults(t *testing.T) {
 	var got []time.Duration
 	env.OnActivity(acts.CaptureWindow, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, p activities.WindowParams) (activities.WindowResult, error) {
-			got = append(got, p.Idle)
+			got = append(got, p.Idle.D())
 			return activities.WindowResult{Stopped: len(got) == 2}, nil
 		}).Times(2)
-	env.ExecuteWorkflow(ProducerWorkflow, ProducerInput{ProducerParams: activities.ProducerParams{Store: activities.StoreRef{URL: "file:///c"}}, Rollover: time.Second})
+	env.ExecuteWorkflow(ProducerWorkflow, ProducerInput{ProducerParams: activities.ProducerParams{Store: activities.StoreRef{URL: "file:///c"}}, Rollover: dur.Duration(time.Second)})
 	require.NoError(t, env.GetWorkflowError())
 	require.Equal(t, []time.Duration{DefaultIdleWindow, DefaultIdleWindow}, got)
 }
@@ -185,14 +186,14 @@ func TestProducerContinuesAsNewWhileIdle(t *testing.T) {
 			}
 			return activities.WindowResult{}, nil
 		}).Times(6)
-	env.ExecuteWorkflow(ProducerWorkflow, ProducerInput{ProducerParams: activities.ProducerParams{Store: activities.StoreRef{URL: "file:///c"}}, Rollover: time.Second, Idle: time.Second})
+	env.ExecuteWorkflow(ProducerWorkflow, ProducerInput{ProducerParams: activities.ProducerParams{Store: activities.StoreRef{URL: "file:///c"}}, Rollover: dur.Duration(time.Second), Idle: dur.Duration(time.Second)})
 	var can *workflow.ContinueAsNewError
 	require.True(t, errors.As(env.GetWorkflowError(), &can), "want continue-as-new, got %v", env.GetWorkflowError())
 	var next ProducerInput
 	require.NoError(t, decodeInput(can, &next))
 	require.Equal(t, int64(6), next.State.Windows)
 	require.Equal(t, int64(1), next.State.ContinuedAsNewAt)
-	require.Equal(t, time.Second, next.Idle)
+	require.Equal(t, time.Second, next.Idle.D())
 	require.NotEmpty(t, next.Owner, "the slot owner is kept across continue-as-new")
 }
 

@@ -9,22 +9,20 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/sluicehq/sluice/activities"
+	"github.com/sluicehq/sluice/internal/dur"
 	"github.com/sluicehq/sluice/internal/errcode"
 	"github.com/sluicehq/sluice/internal/health"
 	"github.com/sluicehq/sluice/internal/producer"
 	"github.com/sluicehq/sluice/internal/retention"
 )
 
-// SignalStop is the name of the signal that ends a loop between units of work.
-const SignalStop = "stop"
-
 // ProducerInput starts a ProducerWorkflow.
 type ProducerInput struct {
 	activities.ProducerParams
 	// Rollover, MaxChanges and MaxBytes bound each window.
-	Rollover   time.Duration `json:"rollover"`
-	MaxChanges int64         `json:"max_changes,omitempty"`
-	MaxBytes   int64         `json:"max_bytes,omitempty"`
+	Rollover   dur.Duration `json:"rollover"`
+	MaxChanges int64        `json:"max_changes,omitempty"`
+	MaxBytes   int64        `json:"max_bytes,omitempty"`
 	// RotateAt rotates into a new segment once the tip segment holds this
 	// many incrementals (0: never).
 	RotateAt int `json:"rotate_at,omitempty"`
@@ -33,7 +31,7 @@ type ProducerInput struct {
 	RetainSegments int `json:"retain_segments,omitempty"`
 	// Idle ends a window that captured no transaction after this long
 	// (zero: DefaultIdleWindow), so a quiet source still turns the loop.
-	Idle time.Duration `json:"idle,omitempty"`
+	Idle dur.Duration `json:"idle,omitempty"`
 	// RotateOnFilterChange starts a new segment (a rotation) under the
 	// run's filters when they differ from the tip segment's, instead of
 	// ending the run refused with SLUICE-E-FILTER-CHANGED.
@@ -64,10 +62,10 @@ type ProducerStatus struct {
 	LastWindowAt time.Time `json:"last_window_at,omitempty"`
 	// CaptureLag is the time between the newest captured commit and the end
 	// of the window that captured it.
-	CaptureLag    time.Duration `json:"capture_lag"`
-	SlotRetained  int64         `json:"slot_retained_bytes"`
-	SlotWalStatus string        `json:"slot_wal_status,omitempty"`
-	LastError     string        `json:"last_error,omitempty"`
+	CaptureLag    dur.Duration `json:"capture_lag"`
+	SlotRetained  int64        `json:"slot_retained_bytes"`
+	SlotWalStatus string       `json:"slot_wal_status,omitempty"`
+	LastError     string       `json:"last_error,omitempty"`
 	// LastErrorCode is the SLUICE-E code of LastError, if it has one.
 	LastErrorCode string `json:"last_error_code,omitempty"`
 	// LastErrorAt is when the workflow saw LastError.
@@ -79,7 +77,13 @@ type ProducerStatus struct {
 	LastCommitWindowAt time.Time `json:"last_commit_window_at,omitempty"`
 	StopRequested      bool      `json:"stop_requested,omitempty"`
 	ContinuedAsNewAt   int64     `json:"continued_as_new,omitempty"`
+	// Paused is set from a pause signal until the resume: the run ends its
+	// current window, then captures nothing.
+	Paused *PauseState `json:"paused,omitempty"`
 }
+
+// producerPauseCost is what a paused producer costs its source.
+const producerPauseCost = "nothing reads the source's log while paused: a PostgreSQL source retains WAL for the chain's slot (slot_retained_bytes grows with its writes), a MySQL-family source may purge the binlog the chain's position needs"
 
 // ProducerResult is how a producer run ended.
 type ProducerResult struct {
@@ -133,9 +137,13 @@ func ProducerWorkflow(ctx workflow.Context, in ProducerInput) (ProducerResult, e
 			st.StopRequested = true
 		}
 	}
+	onPause, onResume := pauseHandlers(ctx, &st.Paused, "store", in.Store.URL, producerPauseCost)
+	ctl := handleControls(ctx, onPause, onResume, func(TuneRequest) {
+		workflow.GetLogger(ctx).Warn("TUNE-IGNORED: the tune signal changes a broker's settings; a producer has none to tune", "store", in.Store.URL)
+	})
 	idle := in.Idle
 	if idle <= 0 {
-		idle = DefaultIdleWindow
+		idle = dur.Duration(DefaultIdleWindow)
 	}
 	failures := 0
 	for {
@@ -144,7 +152,15 @@ func ProducerWorkflow(ctx workflow.Context, in ProducerInput) (ProducerResult, e
 			st.Phase = "stopped"
 			return ProducerResult{Status: st}, nil
 		}
+		if waited, err := waitWhilePaused(ctx, &st.Paused, &st.Phase, stopCh); err != nil {
+			return ProducerResult{Status: st}, err
+		} else if waited {
+			// Resumed, or a stop is pending: look again.
+			st.Phase = "capturing"
+			continue
+		}
 		if workflow.GetInfo(ctx).GetContinueAsNewSuggested() {
+			ctl.drain()
 			in.State = st
 			in.State.ContinuedAsNewAt++
 			return ProducerResult{}, workflow.NewContinueAsNewError(ctx, ProducerWorkflow, in)
@@ -289,7 +305,7 @@ func (st *ProducerStatus) failed(ctx workflow.Context, err error) (refused bool)
 // with transactions committed, and its last failure. The running window's
 // heartbeats carry fresher ones.
 func (st ProducerStatus) Facts() health.Facts {
-	f := health.Facts{PolledAt: st.LastWindowAt, DeliveredAt: st.LastCommitWindowAt}
+	f := health.Facts{PolledAt: st.LastWindowAt, DeliveredAt: st.LastCommitWindowAt, Paused: st.Phase == "paused"}
 	f.ReportedAt = latestOf(st.LastWindowAt, st.LastErrorAt)
 	if st.LastError != "" && !st.LastErrorAt.Before(f.ReportedAt) {
 		f.FailCause, f.FailError = health.CauseOf(st.LastErrorCode), st.LastError
@@ -310,7 +326,7 @@ func (st *ProducerStatus) record(r producer.Result, now time.Time) {
 	}
 	if !r.LastCommit.IsZero() {
 		st.LastCommit = r.LastCommit
-		st.CaptureLag = now.Sub(r.LastCommit)
+		st.CaptureLag = dur.Duration(now.Sub(r.LastCommit))
 	}
 	st.LastWindowAt = now
 	st.SlotRetained, st.SlotWalStatus = r.Slot.RetainedBytes, r.Slot.WalStatus
@@ -356,6 +372,6 @@ func IncrementalWorkflow(ctx workflow.Context, in IncrementalInput) (activities.
 	var res activities.WindowResult
 	in.Owner = slotOwner(ctx)
 	err := workflow.ExecuteActivity(longActivity(ctx, "capture up to the source's current position", 3), a.CaptureWindow,
-		activities.WindowParams{ProducerParams: in.ProducerParams, UpToNow: true, Idle: time.Minute}).Get(ctx, &res)
+		activities.WindowParams{ProducerParams: in.ProducerParams, UpToNow: true, Idle: dur.Duration(time.Minute)}).Get(ctx, &res)
 	return res, err
 }

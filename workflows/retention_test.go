@@ -12,6 +12,7 @@ import (
 	"github.com/sluicehq/sluice/activities"
 	"github.com/sluicehq/sluice/internal/chain"
 	"github.com/sluicehq/sluice/internal/compact"
+	"github.com/sluicehq/sluice/internal/dur"
 	"github.com/sluicehq/sluice/internal/producer"
 	"github.com/sluicehq/sluice/internal/retention"
 )
@@ -45,7 +46,7 @@ func TestProducerPrunesAfterEachRotation(t *testing.T) {
 			}
 			return retention.Result{Plan: retention.Plan{Keep: 3, Held: []retention.Broker{{BrokerPosition: chain.BrokerPosition{Stream: "slow"}}}}}, nil
 		}).Times(3)
-	in := ProducerInput{ProducerParams: activities.ProducerParams{Store: activities.StoreRef{URL: "file:///c"}}, Rollover: time.Second, RotateAt: 1, RetainSegments: 2}
+	in := ProducerInput{ProducerParams: activities.ProducerParams{Store: activities.StoreRef{URL: "file:///c"}}, Rollover: dur.Duration(time.Second), RotateAt: 1, RetainSegments: 2}
 	env.ExecuteWorkflow(ProducerWorkflow, in)
 	require.True(t, env.IsWorkflowCompleted())
 	require.NoError(t, env.GetWorkflowError())
@@ -74,7 +75,7 @@ func TestProducerWithoutRetentionNeverPrunes(t *testing.T) {
 		}).Times(2)
 	env.OnActivity(acts.RotateSegment, mock.Anything, mock.Anything).Return(producer.Result{Committed: true, LinkID: "f"}, nil).Once()
 	env.OnActivity(acts.PruneChain, mock.Anything, mock.Anything).Return(retention.Result{}, nil).Never()
-	env.ExecuteWorkflow(ProducerWorkflow, ProducerInput{ProducerParams: activities.ProducerParams{Store: activities.StoreRef{URL: "file:///c"}}, Rollover: time.Second, RotateAt: 1})
+	env.ExecuteWorkflow(ProducerWorkflow, ProducerInput{ProducerParams: activities.ProducerParams{Store: activities.StoreRef{URL: "file:///c"}}, Rollover: dur.Duration(time.Second), RotateAt: 1})
 	require.NoError(t, env.GetWorkflowError())
 	env.AssertExpectations(t)
 }
@@ -88,7 +89,7 @@ func TestCompactWorkflowRunsOneActivity(t *testing.T) {
 			got = p
 			return compact.Result{Segments: []compact.Segment{{Index: 0, Generation: 7}}}, nil
 		}).Once()
-	p := activities.CompactParams{Store: activities.StoreRef{URL: "file:///c"}, Smart: true, KeepReplaced: time.Hour}
+	p := activities.CompactParams{Store: activities.StoreRef{URL: "file:///c"}, Smart: true, KeepReplaced: dur.Duration(time.Hour)}
 	env.ExecuteWorkflow(CompactWorkflow, p)
 	require.NoError(t, env.GetWorkflowError())
 	var res compact.Result

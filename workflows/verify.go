@@ -6,6 +6,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/sluicehq/sluice/activities"
+	"github.com/sluicehq/sluice/internal/dur"
 	"github.com/sluicehq/sluice/internal/verify"
 )
 
@@ -16,7 +17,7 @@ type VerifyInput struct {
 	// applied the newest incremental of the chain at Store.
 	WaitBroker  string               `json:"wait_broker,omitempty"`
 	Store       *activities.StoreRef `json:"store,omitempty"`
-	WaitTimeout time.Duration        `json:"wait_timeout,omitempty"`
+	WaitTimeout dur.Duration         `json:"wait_timeout,omitempty"`
 }
 
 // VerifyResult is a comparison's outcome and, when it waited, where the
@@ -34,7 +35,7 @@ func VerifyWorkflow(ctx workflow.Context, in VerifyInput) (VerifyResult, error) 
 	if in.WaitBroker != "" && in.Store != nil {
 		var at verify.BrokerAt
 		wctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-			StartToCloseTimeout: in.WaitTimeout + 5*time.Minute,
+			StartToCloseTimeout: in.WaitTimeout.D() + 5*time.Minute,
 			HeartbeatTimeout:    HeartbeatTimeout,
 			Summary:             "wait for broker " + in.WaitBroker + " to reach the chain's tip",
 		})

@@ -153,7 +153,7 @@ var (
 		"A workflow with the same ID is already running, so Temporal refused a second one.",
 		"Follow or stop the running one (the message names its workflow ID); start a second only after it ended.")
 	NotRunning = register("SLUICE-E-NOT-RUNNING", ExitRefused,
-		"No workflow of that name is running, so there is nothing to query or stop.",
+		"No workflow of that name is running, so there is nothing to query, stop, pause, resume or tune.",
 		"Check the --target / --stream-id; `temporal workflow list` shows what runs.")
 	Canceled = register("SLUICE-E-CANCELED", ExitRuntime,
 		"The run was cancelled before it finished; what it had written is not committed.",

@@ -6,12 +6,14 @@
 package health
 
 import (
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"sort"
 	"sync"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/dur"
 	"github.com/sluicehq/sluice/internal/errcode"
 )
 
@@ -81,6 +83,31 @@ type Thresholds struct {
 	NotRunning time.Duration `json:"not_running,omitempty"`
 }
 
+// thresholdsJSON is Thresholds as its JSON holds it: durations as text
+// ("2m0s"), as workflow inputs show them; numbers of nanoseconds, the form
+// recorded before, still decode.
+type thresholdsJSON struct {
+	PollStall     dur.Duration `json:"poll_stall,omitempty"`
+	DeliveryStall dur.Duration `json:"delivery_stall,omitempty"`
+	NotRunning    dur.Duration `json:"not_running,omitempty"`
+}
+
+// MarshalJSON encodes the thresholds with their durations as text.
+func (t Thresholds) MarshalJSON() ([]byte, error) {
+	return json.Marshal(thresholdsJSON{PollStall: dur.Duration(t.PollStall), DeliveryStall: dur.Duration(t.DeliveryStall), NotRunning: dur.Duration(t.NotRunning)})
+}
+
+// UnmarshalJSON decodes thresholds whose durations are text or numbers of
+// nanoseconds.
+func (t *Thresholds) UnmarshalJSON(b []byte) error {
+	var v thresholdsJSON
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	*t = Thresholds{PollStall: v.PollStall.D(), DeliveryStall: v.DeliveryStall.D(), NotRunning: v.NotRunning.D()}
+	return nil
+}
+
 // WithDefaults fills zero fields with the defaults.
 func (t Thresholds) WithDefaults() Thresholds {
 	if t.PollStall <= 0 {
@@ -121,6 +148,9 @@ type Facts struct {
 	Pending     bool      `json:"pending,omitempty"`
 	FailCause   string    `json:"fail_cause,omitempty"`
 	FailError   string    `json:"fail_error,omitempty"`
+	// Paused says the run was paused on purpose (signal pause): it schedules
+	// no work until resumed, so it reads idle however old its last poll.
+	Paused bool `json:"paused,omitempty"`
 	// TaskFailure is the failure of the run's workflow task while it keeps
 	// failing: seen in Temporal by whoever judges, never carried in heartbeats.
 	TaskFailure string `json:"-"`
@@ -161,6 +191,10 @@ func Judge(f Facts, now time.Time, th Thresholds) (verdict, cause string) {
 	case f.TaskFailure != "":
 		// Known to exist and why it is stuck, though nothing reports on it.
 		return Stalled, CauseWorkflowTaskFailing
+	case f.Paused:
+		// Whoever says so answered for the run (its workflow's status
+		// query): it is alive and waits for resume on purpose.
+		return Idle, ""
 	case f.ReportedAt.IsZero() || now.Sub(f.ReportedAt) > th.NotRunning:
 		return NotRunning, ""
 	case f.FailCause != "":

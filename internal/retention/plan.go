@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/chain"
+	"github.com/sluicehq/sluice/internal/dur"
 )
 
 // Policy says which segments to keep. Exactly one of its fields is set.
@@ -19,7 +20,7 @@ type Policy struct {
 	KeepSegments int `json:"keep_segments,omitempty"`
 	// KeepDuration keeps every segment needed to restore any point of the
 	// last D: a segment goes once the segment after it began more than D ago.
-	KeepDuration time.Duration `json:"keep_duration,omitempty"`
+	KeepDuration dur.Duration `json:"keep_duration,omitempty"`
 }
 
 // Validate refuses a policy with none or both of its fields set.
@@ -102,7 +103,7 @@ func Decide(cat *chain.Catalog, positions []chain.BrokerPosition, policy Policy,
 	case policy.KeepSegments > 0:
 		want = max(0, n-policy.KeepSegments)
 	case policy.KeepDuration > 0:
-		horizon := now.Add(-policy.KeepDuration)
+		horizon := now.Add(-policy.KeepDuration.D())
 		for want < n-1 && cat.Segments[want+1].Full.CreatedAt.Before(horizon) {
 			want++
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/sluicehq/sluice/internal/blobstore"
 	"github.com/sluicehq/sluice/internal/chain"
 	"github.com/sluicehq/sluice/internal/chain/chaintest"
+	"github.com/sluicehq/sluice/internal/dur"
 	"github.com/sluicehq/sluice/internal/errcode"
 )
 
@@ -104,7 +105,7 @@ func TestPruneKeepSegments(t *testing.T) {
 	if err != nil || len(res.Drop) != 1 || res.Keep != 1 {
 		t.Fatalf("keep 1: %+v, %v", res, err)
 	}
-	res, err = Prune(ctx, ch, Options{Policy: Policy{KeepDuration: time.Nanosecond}, Now: func() time.Time { return b.Now.Add(time.Hour) }})
+	res, err = Prune(ctx, ch, Options{Policy: Policy{KeepDuration: dur.Duration(time.Nanosecond)}, Now: func() time.Time { return b.Now.Add(time.Hour) }})
 	if err != nil || len(res.Drop) != 0 || res.Keep != 1 || res.Committed != 0 {
 		t.Fatalf("a prune of a one-segment chain: %+v, %v", res, err)
 	}
@@ -117,7 +118,7 @@ func TestPruneKeepDuration(t *testing.T) {
 	// A point 5 minutes back (t0+7m) lies in segment 2; restoring it needs
 	// segment 2 and everything after, so segments 0 and 1 go.
 	now := t0.Add(12 * time.Minute)
-	res, err := Prune(ctx, ch, Options{Policy: Policy{KeepDuration: 5 * time.Minute}, Now: func() time.Time { return now }})
+	res, err := Prune(ctx, ch, Options{Policy: Policy{KeepDuration: dur.Duration(5 * time.Minute)}, Now: func() time.Time { return now }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +131,7 @@ func TestPruneKeepDuration(t *testing.T) {
 	}
 	// Exactly at the boundary nothing more goes: segment 2 covers t0+6m
 	// to t0+9m, and the window reaches back to t0+9m.
-	res, err = Prune(ctx, ch, Options{Policy: Policy{KeepDuration: 3 * time.Minute}, Now: func() time.Time { return now }})
+	res, err = Prune(ctx, ch, Options{Policy: Policy{KeepDuration: dur.Duration(3 * time.Minute)}, Now: func() time.Time { return now }})
 	if err != nil || len(res.Drop) != 0 {
 		t.Fatalf("at the boundary: %+v, %v", res, err)
 	}
@@ -330,7 +331,7 @@ func TestPruneRetriesAfterAnotherCommit(t *testing.T) {
 }
 
 func TestPolicyValidate(t *testing.T) {
-	for _, p := range []Policy{{}, {KeepSegments: 1, KeepDuration: time.Hour}, {KeepSegments: -1}} {
+	for _, p := range []Policy{{}, {KeepSegments: 1, KeepDuration: dur.Duration(time.Hour)}, {KeepSegments: -1}} {
 		if p.Validate() == nil {
 			t.Errorf("%+v validates", p)
 		}
