@@ -6,6 +6,7 @@ import (
 	"sort"
 	"sync/atomic"
 
+	"github.com/sluicehq/sluice/internal/apply"
 	"github.com/sluicehq/sluice/internal/chain"
 	"github.com/sluicehq/sluice/internal/credentials"
 	"github.com/sluicehq/sluice/internal/errcode"
@@ -414,8 +415,16 @@ func (a *Activities) ApplyIncremental(ctx context.Context, p ApplyIncrementalPar
 	var done atomic.Int64
 	hb.report(func() any { return ApplyProgress{Incremental: m.ID, Changes: done.Load()} })
 	applied, err := t.RestoreIncremental(ctx, ch, p.ChainID, m, schema, sel, p.Records, func(n int64) { done.Store(n) })
-	if err != nil || !applied {
+	if err != nil {
 		return 0, a.temporalError(err)
+	}
+	// The source's sequence counters as the incremental ended, raised once
+	// its rows are in, also by a retry that finds it applied.
+	if _, err := apply.RaiseSequences(ctx, t, m, schema, sel); err != nil {
+		return 0, a.temporalError(err)
+	}
+	if !applied {
+		return 0, nil
 	}
 	return m.Changes, nil
 }

@@ -2,6 +2,8 @@ package apply
 
 import (
 	"context"
+	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/sluicehq/sluice/internal/chain"
@@ -68,6 +70,9 @@ type Result struct {
 	// Replan is true when nothing was applied because the incremental is
 	// no longer the one Options.StopAt was counted in.
 	Replan bool
+	// Sequences is what the target did with the sequence counters the
+	// incremental records, once it was wholly applied.
+	Sequences target.SequenceResult
 }
 
 // ApplyIncremental applies incremental m to target t exactly once for a
@@ -129,7 +134,10 @@ func ApplyIncremental(ctx context.Context, ch *chain.Chain, m *chain.Manifest, s
 		}
 		res.Resumed = true
 	case tok.LastApplied == m.ID:
-		return res, nil // already applied (a retry after the final commit)
+		// Already applied (a retry after the final commit): the counters
+		// may not have been raised before the crash; raising is idempotent.
+		res.Sequences, err = RaiseSequences(ctx, t, m, schema, sel)
+		return res, err
 	case tok.LastApplied != o.ExpectedLast:
 		return res, errcode.New(errcode.ChainInvalid, "the position records %s as last applied, but incremental %s follows %s", tok.LastApplied, m.ID, o.ExpectedLast)
 	}
@@ -202,7 +210,33 @@ func ApplyIncremental(ctx context.Context, ch *chain.Chain, m *chain.Manifest, s
 	if err := d.checkpoint(ctx, index, true); err != nil {
 		return res, err
 	}
-	return res, nil
+	res.Sequences, err = RaiseSequences(ctx, t, m, schema, sel)
+	return res, err
+}
+
+// RaiseSequences raises target t's sequence counters to those incremental m
+// records (target.Target.RaiseSequences), resolved against the schema in
+// force after m; schema is the one in force before it, sel the stream's or
+// the restore's subset (nil: every table). The broker calls it once m's
+// rows and position committed, restore once m is applied: counters are not
+// transactional, so a run that dies in between raises them when its retry
+// finds m applied. An incremental that records none does nothing.
+func RaiseSequences(ctx context.Context, t target.Target, m *chain.Manifest, schema *chain.Schema, sel *target.Selection) (target.SequenceResult, error) {
+	if len(m.Sequences) == 0 {
+		return target.SequenceResult{}, nil
+	}
+	after := schema
+	if m.Schema != nil {
+		after = m.Schema
+	}
+	r, err := t.RaiseSequences(ctx, after, m.Sequences, sel)
+	if err != nil {
+		return r, fmt.Errorf("raise the target's sequences to incremental %s: %w", m.ID, err)
+	}
+	if len(r.Raised) > 0 || len(r.Skipped) > 0 {
+		slog.Debug("sequences raised", "incremental", m.ID, "raised", r.Raised, "skipped", r.Skipped)
+	}
+	return r, nil
 }
 
 // stop ends an apply at record index, which must be a transaction

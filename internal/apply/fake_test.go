@@ -28,6 +28,10 @@ type fakeTarget struct {
 	applies int
 	// onApply, when set, runs before each Apply with the change.
 	onApply func(c *chain.Change)
+	// sequences holds the counters raised, by name; raiseErr fails the
+	// raise.
+	sequences map[string]int64
+	raiseErr  error
 }
 
 // fakeMark is one stored range of marks.
@@ -69,6 +73,25 @@ func (f *fakeTarget) RestoreIncremental(context.Context, *chain.Chain, string, *
 }
 func (f *fakeTarget) JudgeIncremental(context.Context, *chain.Chain, *chain.Manifest, *chain.Schema, *target.Selection) (target.Judgment, error) {
 	return target.Judgment{}, nil
+}
+
+func (f *fakeTarget) RaiseSequences(_ context.Context, _ *chain.Schema, values map[string]int64, _ *target.Selection) (target.SequenceResult, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.raiseErr != nil {
+		return target.SequenceResult{}, f.raiseErr
+	}
+	var res target.SequenceResult
+	for name, v := range values {
+		if f.sequences == nil {
+			f.sequences = map[string]int64{}
+		}
+		if old, ok := f.sequences[name]; !ok || old < v {
+			f.sequences[name] = v
+			res.Raised = append(res.Raised, name)
+		}
+	}
+	return res, nil
 }
 
 func (f *fakeTarget) OpenLane(_ context.Context, cfg target.LaneConfig) (target.Lane, error) {

@@ -40,6 +40,15 @@ type Target interface {
 	// m); every record is still read and checked.
 	RestoreIncremental(ctx context.Context, ch *chain.Chain, chainID string, m *chain.Manifest, schema *chain.Schema, sel *Selection, records int64, progress func(changes int64)) (bool, error)
 
+	// RaiseSequences raises the target's sequence counters to the values
+	// an incremental records (chain.Manifest.Sequences, or several merged
+	// with chain.SequencesThrough), never lowering one: after the broker
+	// applies the incremental, and after a restore's incrementals. s is the
+	// schema in force after them; sel, when not nil, leaves the counters of
+	// tables it does not take alone. A counter the target has no
+	// equivalent of is skipped and said so in the result.
+	RaiseSequences(ctx context.Context, s *chain.Schema, values map[string]int64, sel *Selection) (SequenceResult, error)
+
 	// JudgeIncremental decides, before any of m is applied, whether its
 	// replay can be exactly-once on this target (keys, keyless tables,
 	// marks), refusing with a coded error when it cannot. sel, when not
