@@ -158,7 +158,7 @@ func (s *fileStore) Get(ctx context.Context, key string) (io.ReadCloser, error) 
 
 // List implements Store. It walks only the directory the prefix points into.
 func (s *fileStore) List(ctx context.Context, prefix string) ([]ObjectInfo, error) {
-	if err := validatePrefix(prefix); err != nil {
+	if err := ValidatePrefix(prefix); err != nil {
 		return nil, fmt.Errorf("file list: %w", err)
 	}
 	start := s.root

@@ -1,4 +1,4 @@
-package blobstore
+package blobstore_test
 
 import (
 	"context"
@@ -7,11 +7,14 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/sluicehq/sluice/internal/blobstore"
+	"github.com/sluicehq/sluice/internal/blobstore/storetest"
 )
 
 func TestFileConformance(t *testing.T) {
-	runConformance(t, func(t *testing.T) Store {
-		s, err := Open(context.Background(), "file://"+filepath.Join(t.TempDir(), "store"), Options{})
+	storetest.Run(t, func(t *testing.T) blobstore.Store {
+		s, err := blobstore.Open(context.Background(), "file://"+filepath.Join(t.TempDir(), "store"), blobstore.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -22,35 +25,35 @@ func TestFileConformance(t *testing.T) {
 func TestFileLayout(t *testing.T) {
 	ctx := context.Background()
 	root := t.TempDir()
-	s, err := Open(ctx, root, Options{})
+	s, err := blobstore.Open(ctx, root, blobstore.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got, want := s.String(), "file://"+root; got != want {
 		t.Errorf("String() = %q, want %q", got, want)
 	}
-	mustPut(t, s, "seg/0001/chunk", []byte("data"))
+	storetest.MustPut(t, s, "seg/0001/chunk", []byte("data"))
 	if b, err := os.ReadFile(filepath.Join(root, "seg", "0001", "chunk")); err != nil || string(b) != "data" {
 		t.Fatalf("object file = %q, %v", b, err)
 	}
 
 	// A leftover temporary file (a crashed writer) is not an object.
-	if err := os.WriteFile(filepath.Join(root, "seg", "0001", tempPrefix+"123"), []byte("partial"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(root, "seg", "0001", blobstore.TempPrefix+"123"), []byte("partial"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if got := keys(t, s, ""); strings.Join(got, ",") != "seg/0001/chunk" {
+	if got := storetest.Keys(t, s, ""); strings.Join(got, ",") != "seg/0001/chunk" {
 		t.Fatalf("List = %v, want only the object", got)
 	}
 
 	// A lost PutIfAbsent leaves no temporary file behind.
-	if err := s.PutIfAbsent(ctx, "seg/0001/chunk", []byte("other")); !errors.Is(err, ErrExists) {
+	if err := s.PutIfAbsent(ctx, "seg/0001/chunk", []byte("other")); !errors.Is(err, blobstore.ErrExists) {
 		t.Fatalf("PutIfAbsent = %v", err)
 	}
 	entries, _ := os.ReadDir(filepath.Join(root, "seg", "0001"))
 	if len(entries) != 2 { // the object and the planted leftover
 		t.Fatalf("directory holds %d entries after a lost PutIfAbsent", len(entries))
 	}
-	os.Remove(filepath.Join(root, "seg", "0001", tempPrefix+"123"))
+	os.Remove(filepath.Join(root, "seg", "0001", blobstore.TempPrefix+"123"))
 
 	// Deleting the last object prunes the directories it leaves empty.
 	if err := s.Delete(ctx, "seg/0001/chunk"); err != nil {
@@ -67,14 +70,14 @@ func TestFileLayout(t *testing.T) {
 func TestFileMissingRoot(t *testing.T) {
 	ctx := context.Background()
 	root := filepath.Join(t.TempDir(), "not", "yet")
-	s, err := Open(ctx, "file://"+root, Options{})
+	s, err := blobstore.Open(ctx, "file://"+root, blobstore.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := keys(t, s, ""); len(got) != 0 {
+	if got := storetest.Keys(t, s, ""); len(got) != 0 {
 		t.Fatalf("List on missing root = %v", got)
 	}
-	if _, err := s.Get(ctx, "x"); !errors.Is(err, ErrNotFound) {
+	if _, err := s.Get(ctx, "x"); !errors.Is(err, blobstore.ErrNotFound) {
 		t.Fatalf("Get on missing root = %v", err)
 	}
 	if err := s.PutIfAbsent(ctx, "x", nil); err != nil {
@@ -87,8 +90,8 @@ func TestFileShortRead(t *testing.T) {
 	// short under an open reader must not pass for a whole object.
 	ctx := context.Background()
 	root := t.TempDir()
-	s, _ := Open(ctx, root, Options{})
-	mustPut(t, s, "obj", []byte("0123456789"))
+	s, _ := blobstore.Open(ctx, root, blobstore.Options{})
+	storetest.MustPut(t, s, "obj", []byte("0123456789"))
 	rc, err := s.Get(ctx, "obj")
 	if err != nil {
 		t.Fatal(err)
@@ -102,7 +105,7 @@ func TestFileShortRead(t *testing.T) {
 	for readErr == nil {
 		_, readErr = rc.Read(buf)
 	}
-	if !errors.Is(readErr, ErrShortRead) {
+	if !errors.Is(readErr, blobstore.ErrShortRead) {
 		t.Fatalf("read of truncated file ended with %v, want ErrShortRead", readErr)
 	}
 }

@@ -42,9 +42,9 @@ func ValidateKey(key string) error {
 	return nil
 }
 
-// validatePrefix checks a List prefix: empty, or a string that could start a
+// ValidatePrefix checks a List prefix: empty, or a string that could start a
 // valid key (so it may end with '/').
-func validatePrefix(prefix string) error {
+func ValidatePrefix(prefix string) error {
 	if prefix == "" {
 		return nil
 	}

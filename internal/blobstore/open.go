@@ -13,9 +13,12 @@ import (
 // workflow's input. A missing option takes its default.
 type Options map[string]string
 
-// Options of the s3 store.
+// Options more than one store takes, and those the CLI and recorded
+// workflow inputs name on their own (--backup-endpoint, --backup-region,
+// --backup-path-style). A store's other options are declared in its package.
 const (
-	// OptEndpoint overrides the S3 endpoint URL (for S3-compatible servers).
+	// OptEndpoint overrides the service's endpoint URL (an S3-compatible
+	// server, a private endpoint, an emulator); s3, gs and azblob take it.
 	OptEndpoint = "endpoint"
 	// OptRegion is the S3 region; "auto" and "" fall back to us-east-1
 	// unless the AWS configuration chain names one.
@@ -24,8 +27,9 @@ const (
 	OptPathStyle = "path_style"
 )
 
-// check refuses an option the store does not define.
-func (o Options) check(scheme string, known ...string) error {
+// Check refuses an option the store of scheme does not define: a store's
+// opener calls it with every option it knows.
+func (o Options) Check(scheme string, known ...string) error {
 	for k := range o {
 		ok := false
 		for _, n := range known {

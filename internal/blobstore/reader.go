@@ -14,18 +14,27 @@ type lengthReader struct {
 	name string
 	want int64
 	got  int64
-	// wrapErr, when set, adds context to errors other than EOF (the S3 store
-	// marks network failures as ErrUnreachable).
+	// wrapErr, when set, adds context to errors other than EOF (the remote
+	// stores mark network failures as ErrUnreachable).
 	wrapErr func(error) error
 }
 
 // newLengthReader wraps rc, which should yield exactly want bytes. A negative
 // want means the length is unknown and rc is returned unchanged.
 func newLengthReader(rc io.ReadCloser, name string, want int64) io.ReadCloser {
+	return CheckLength(rc, name, want, nil)
+}
+
+// CheckLength wraps rc, the body of the object name, which should yield
+// exactly want bytes: an early end becomes ErrShortRead, never io.EOF. A
+// negative want means the length is unknown and rc is returned unchanged.
+// wrapErr, when not nil, adds context to read errors other than the body's
+// end (a store marks failures of the network ErrUnreachable).
+func CheckLength(rc io.ReadCloser, name string, want int64, wrapErr func(error) error) io.ReadCloser {
 	if want < 0 {
 		return rc
 	}
-	return &lengthReader{rc: rc, name: name, want: want}
+	return &lengthReader{rc: rc, name: name, want: want, wrapErr: wrapErr}
 }
 
 // Read implements io.Reader.
@@ -54,23 +63,18 @@ func (r *lengthReader) Read(p []byte) (int, error) {
 // Close implements io.Closer.
 func (r *lengthReader) Close() error { return r.rc.Close() }
 
-// checkedBody wraps a store's response body of announced length (nil or
-// negative: unknown, the body is returned as it is) in a lengthReader whose
-// failures of the network or the server, as unreachable says, are
-// ErrUnreachable while ctx is live.
-func checkedBody(ctx context.Context, body io.ReadCloser, length *int64, name string, unreachable func(error) bool) io.ReadCloser {
+// CheckedBody wraps a store's response body of announced length (nil or
+// negative: unknown, the body is returned as it is) as CheckLength does,
+// with the read failures of the network or the server, as unreachable
+// says, ErrUnreachable while ctx is live.
+func CheckedBody(ctx context.Context, body io.ReadCloser, length *int64, name string, unreachable func(error) bool) io.ReadCloser {
 	if length == nil || *length < 0 {
 		return body
 	}
-	return &lengthReader{
-		rc:   body,
-		name: name,
-		want: *length,
-		wrapErr: func(err error) error {
-			if ctx.Err() == nil && unreachable(err) {
-				return fmt.Errorf("%w: %w", ErrUnreachable, err)
-			}
-			return err
-		},
-	}
+	return CheckLength(body, name, *length, func(err error) error {
+		if ctx.Err() == nil && unreachable(err) {
+			return fmt.Errorf("%w: %w", ErrUnreachable, err)
+		}
+		return err
+	})
 }

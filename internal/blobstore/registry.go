@@ -26,7 +26,8 @@ var registry = struct {
 
 // Register makes URLs of scheme name open with open; form is how such a URL
 // is written, for messages and help ("s3://bucket[/prefix]"). Each store
-// registers itself from its own file; registering a scheme twice panics.
+// registers itself from its package's init (file:// from this package's);
+// registering a scheme twice panics.
 func Register(name, form string, open Opener) {
 	registry.Lock()
 	defer registry.Unlock()

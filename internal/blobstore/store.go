@@ -1,5 +1,10 @@
 // Package blobstore is the backup store: a flat key space of immutable objects
-// addressed by slash-separated keys under a root URL (file:// or s3://).
+// addressed by slash-separated keys under a root URL. It holds the Store
+// interface, the registry of stores by URL scheme (Register, Open), the
+// file:// store and what the remote stores share (key rules, checked
+// bodies, the retry policy); it links no cloud SDK. The remote stores live
+// in packages of their own (s3, gcs, azblob below this one) that register
+// their schemes when linked, which internal/engines does for the binaries.
 package blobstore
 
 import (

@@ -1,4 +1,8 @@
-package blobstore
+// Package s3 is the s3:// backup store: objects in one S3 (or S3-compatible)
+// bucket under an optional prefix, through the AWS SDK. Linking the package
+// registers the scheme with blobstore (internal/engines links it into the
+// binaries); nothing else imports it.
+package s3
 
 import (
 	"bytes"
@@ -16,6 +20,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
+
+	"github.com/sluicehq/sluice/internal/blobstore"
 )
 
 // defaultRegion is used when neither Options nor the AWS configuration chain
@@ -30,46 +36,46 @@ type s3Store struct {
 }
 
 func init() {
-	Register("s3", "s3://bucket[/prefix]", func(ctx context.Context, u *url.URL, opts Options) (Store, error) {
+	blobstore.Register("s3", "s3://bucket[/prefix]", func(ctx context.Context, u *url.URL, opts blobstore.Options) (blobstore.Store, error) {
 		return openS3(ctx, u, opts)
 	})
 }
 
 // openS3 opens s3://bucket/prefix. Credentials come from the standard AWS
 // chain (environment, shared files, SSO, web identity, instance roles).
-func openS3(ctx context.Context, u *url.URL, opts Options) (*s3Store, error) {
+func openS3(ctx context.Context, u *url.URL, opts blobstore.Options) (*s3Store, error) {
 	if u.User != nil {
-		return nil, fmt.Errorf("open store %s: credentials in the URL are not accepted; use the AWS credential chain (AWS_ACCESS_KEY_ID, AWS_PROFILE, ...)", Redact(u))
+		return nil, fmt.Errorf("open store %s: credentials in the URL are not accepted; use the AWS credential chain (AWS_ACCESS_KEY_ID, AWS_PROFILE, ...)", blobstore.Redact(u))
 	}
 	if u.RawQuery != "" || u.Fragment != "" {
-		return nil, fmt.Errorf("open store %s: s3 URLs take no query or fragment", Redact(u))
+		return nil, fmt.Errorf("open store %s: s3 URLs take no query or fragment", blobstore.Redact(u))
 	}
 	if u.Host == "" {
-		return nil, fmt.Errorf("open store %s: missing bucket (write s3://bucket/prefix)", Redact(u))
+		return nil, fmt.Errorf("open store %s: missing bucket (write s3://bucket/prefix)", blobstore.Redact(u))
 	}
 	prefix := strings.Trim(u.Path, "/")
 	if prefix != "" {
-		if err := ValidateKey(prefix); err != nil {
-			return nil, fmt.Errorf("open store %s: bad prefix: %w", Redact(u), err)
+		if err := blobstore.ValidateKey(prefix); err != nil {
+			return nil, fmt.Errorf("open store %s: bad prefix: %w", blobstore.Redact(u), err)
 		}
 		prefix += "/"
 	}
-	if err := opts.check("s3", OptEndpoint, OptRegion, OptPathStyle); err != nil {
-		return nil, fmt.Errorf("open store %s: %w", Redact(u), err)
+	if err := opts.Check("s3", blobstore.OptEndpoint, blobstore.OptRegion, blobstore.OptPathStyle); err != nil {
+		return nil, fmt.Errorf("open store %s: %w", blobstore.Redact(u), err)
 	}
-	endpoint, region := opts[OptEndpoint], opts[OptRegion]
+	endpoint, region := opts[blobstore.OptEndpoint], opts[blobstore.OptRegion]
 	pathStyle := false
-	if v, ok := opts[OptPathStyle]; ok {
+	if v, ok := opts[blobstore.OptPathStyle]; ok {
 		b, err := strconv.ParseBool(v)
 		if err != nil {
-			return nil, fmt.Errorf("open store %s: option %s=%q is not true or false", Redact(u), OptPathStyle, v)
+			return nil, fmt.Errorf("open store %s: option %s=%q is not true or false", blobstore.Redact(u), blobstore.OptPathStyle, v)
 		}
 		pathStyle = b
 	}
 	if endpoint != "" {
 		eu, err := url.Parse(endpoint)
 		if err != nil || (eu.Scheme != "http" && eu.Scheme != "https") || eu.Host == "" {
-			return nil, fmt.Errorf("open store %s: endpoint must be an http:// or https:// URL", Redact(u))
+			return nil, fmt.Errorf("open store %s: endpoint must be an http:// or https:// URL", blobstore.Redact(u))
 		}
 	}
 
@@ -86,7 +92,7 @@ func openS3(ctx context.Context, u *url.URL, opts Options) (*s3Store, error) {
 	}
 	cfg, err := config.LoadDefaultConfig(ctx, load...)
 	if err != nil {
-		return nil, fmt.Errorf("open store %s: load AWS configuration: %w", Redact(u), err)
+		return nil, fmt.Errorf("open store %s: load AWS configuration: %w", blobstore.Redact(u), err)
 	}
 	if cfg.Region == "" || cfg.Region == "auto" {
 		cfg.Region = defaultRegion
@@ -115,7 +121,7 @@ func (s *s3Store) name(key string) string {
 
 // Put implements Store with PutObject, which S3 applies atomically.
 func (s *s3Store) Put(ctx context.Context, key string, data []byte) error {
-	if err := ValidateKey(key); err != nil {
+	if err := blobstore.ValidateKey(key); err != nil {
 		return fmt.Errorf("s3 put: %w", err)
 	}
 	_, err := s.client.PutObject(ctx, &s3.PutObjectInput{
@@ -138,7 +144,7 @@ func (s *s3Store) Put(ctx context.Context, key string, data []byte) error {
 // the object it wrote and this reports ErrExists: callers that must tell
 // "mine" from "theirs" read the object back and compare.
 func (s *s3Store) PutIfAbsent(ctx context.Context, key string, data []byte) error {
-	if err := ValidateKey(key); err != nil {
+	if err := blobstore.ValidateKey(key); err != nil {
 		return fmt.Errorf("s3 put-if-absent: %w", err)
 	}
 	_, err := s.client.PutObject(ctx, &s3.PutObjectInput{
@@ -150,7 +156,7 @@ func (s *s3Store) PutIfAbsent(ctx context.Context, key string, data []byte) erro
 	})
 	if err != nil {
 		if isConditionFailed(err) {
-			return fmt.Errorf("s3 put-if-absent %s: %w", s.name(key), ErrExists)
+			return fmt.Errorf("s3 put-if-absent %s: %w", s.name(key), blobstore.ErrExists)
 		}
 		return s.fail(ctx, "put-if-absent", key, err)
 	}
@@ -160,7 +166,7 @@ func (s *s3Store) PutIfAbsent(ctx context.Context, key string, data []byte) erro
 // Get implements Store. The body is checked against the announced
 // Content-Length so a truncated transfer surfaces as ErrShortRead.
 func (s *s3Store) Get(ctx context.Context, key string) (io.ReadCloser, error) {
-	if err := ValidateKey(key); err != nil {
+	if err := blobstore.ValidateKey(key); err != nil {
 		return nil, fmt.Errorf("s3 get: %w", err)
 	}
 	out, err := s.client.GetObject(ctx, &s3.GetObjectInput{
@@ -170,19 +176,19 @@ func (s *s3Store) Get(ctx context.Context, key string) (io.ReadCloser, error) {
 	if err != nil {
 		return nil, s.fail(ctx, "get", key, err)
 	}
-	return checkedBody(ctx, out.Body, out.ContentLength, s.name(key), isUnreachable), nil
+	return blobstore.CheckedBody(ctx, out.Body, out.ContentLength, s.name(key), isUnreachable), nil
 }
 
 // List implements Store with ListObjectsV2, page by page.
-func (s *s3Store) List(ctx context.Context, prefix string) ([]ObjectInfo, error) {
-	if err := validatePrefix(prefix); err != nil {
+func (s *s3Store) List(ctx context.Context, prefix string) ([]blobstore.ObjectInfo, error) {
+	if err := blobstore.ValidatePrefix(prefix); err != nil {
 		return nil, fmt.Errorf("s3 list: %w", err)
 	}
 	in := &s3.ListObjectsV2Input{Bucket: aws.String(s.bucket)}
 	if full := s.prefix + prefix; full != "" {
 		in.Prefix = aws.String(full)
 	}
-	var out []ObjectInfo
+	var out []blobstore.ObjectInfo
 	pages := s3.NewListObjectsV2Paginator(s.client, in)
 	for pages.HasMorePages() {
 		page, err := pages.NextPage(ctx)
@@ -194,7 +200,7 @@ func (s *s3Store) List(ctx context.Context, prefix string) ([]ObjectInfo, error)
 			if key == "" || strings.HasSuffix(key, "/") {
 				continue // directory marker, not an object
 			}
-			out = append(out, ObjectInfo{Key: key, Size: aws.ToInt64(o.Size), Modified: aws.ToTime(o.LastModified)})
+			out = append(out, blobstore.ObjectInfo{Key: key, Size: aws.ToInt64(o.Size), Modified: aws.ToTime(o.LastModified)})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
@@ -203,7 +209,7 @@ func (s *s3Store) List(ctx context.Context, prefix string) ([]ObjectInfo, error)
 
 // Delete implements Store with DeleteObject.
 func (s *s3Store) Delete(ctx context.Context, key string) error {
-	if err := ValidateKey(key); err != nil {
+	if err := blobstore.ValidateKey(key); err != nil {
 		return fmt.Errorf("s3 delete: %w", err)
 	}
 	_, err := s.client.DeleteObject(ctx, &s3.DeleteObjectInput{
@@ -224,9 +230,9 @@ func (s *s3Store) fail(ctx context.Context, op, key string, err error) error {
 	case ctx.Err() != nil:
 		return fmt.Errorf("s3 %s %s: %w", op, name, err)
 	case isNotFound(err):
-		return fmt.Errorf("s3 %s %s: %w: %w", op, name, ErrNotFound, err)
+		return fmt.Errorf("s3 %s %s: %w: %w", op, name, blobstore.ErrNotFound, err)
 	case isUnreachable(err):
-		return fmt.Errorf("s3 %s %s: %w: %w", op, name, ErrUnreachable, err)
+		return fmt.Errorf("s3 %s %s: %w: %w", op, name, blobstore.ErrUnreachable, err)
 	default:
 		return fmt.Errorf("s3 %s %s: %w", op, name, err)
 	}

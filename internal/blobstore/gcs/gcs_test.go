@@ -1,4 +1,4 @@
-package blobstore
+package gcs
 
 import (
 	"context"
@@ -14,6 +14,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/blobstore"
+	"github.com/sluicehq/sluice/internal/blobstore/storetest"
 )
 
 const (
@@ -62,12 +65,12 @@ func testGCSEndpoint(t *testing.T) string {
 
 // newTestGCSStore opens a store under a prefix no other test uses, creating
 // the test bucket once, and deletes what the test wrote when it ends.
-func newTestGCSStore(t *testing.T) Store {
+func newTestGCSStore(t *testing.T) blobstore.Store {
 	t.Helper()
 	endpoint := testGCSEndpoint(t)
 	ctx := context.Background()
-	prefix := "run-" + runID + "/" + strings.Trim(unsafeName.ReplaceAllString(t.Name(), "-"), "-")
-	st, err := Open(ctx, "gs://"+testGCSBucket+"/"+prefix, Options{OptEndpoint: endpoint})
+	prefix := storetest.Prefix(t)
+	st, err := blobstore.Open(ctx, "gs://"+testGCSBucket+"/"+prefix, blobstore.Options{blobstore.OptEndpoint: endpoint})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,26 +104,26 @@ func newTestGCSStore(t *testing.T) Store {
 
 func TestGCSConformance(t *testing.T) {
 	testGCSEndpoint(t)
-	runConformance(t, newTestGCSStore)
+	storetest.Run(t, newTestGCSStore)
 }
 
 func TestGCSOpen(t *testing.T) {
 	ctx := context.Background()
-	st, err := Open(ctx, "gs://bucket/a/b/", nil)
+	st, err := blobstore.Open(ctx, "gs://bucket/a/b/", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got := st.String(); got != "gs://bucket/a/b" {
 		t.Errorf("String() = %q", got)
 	}
-	if st, err := Open(ctx, "gs://bucket", Options{OptEndpoint: "http://127.0.0.1:1"}); err != nil {
+	if st, err := blobstore.Open(ctx, "gs://bucket", blobstore.Options{blobstore.OptEndpoint: "http://127.0.0.1:1"}); err != nil {
 		t.Error(err)
 	} else if got := st.(*gcsStore).endpoint; got != "http://127.0.0.1:1/storage/v1/" {
 		t.Errorf("bare endpoint became %q", got)
 	}
 	for _, c := range []struct {
 		url  string
-		opts Options
+		opts blobstore.Options
 		want string
 	}{
 		{"gs://", nil, "missing bucket"},
@@ -128,10 +131,10 @@ func TestGCSOpen(t *testing.T) {
 		{"gs://bucket/p?x=1", nil, "no query"},
 		{"gs://bucket:99/p", nil, "no port"},
 		{"gs://bucket/a/../b", nil, "bad prefix"},
-		{"gs://bucket/p", Options{OptRegion: "us"}, `gs stores take no option "region"`},
-		{"gs://bucket/p", Options{OptEndpoint: "ftp://x"}, "endpoint must be"},
+		{"gs://bucket/p", blobstore.Options{blobstore.OptRegion: "us"}, `gs stores take no option "region"`},
+		{"gs://bucket/p", blobstore.Options{blobstore.OptEndpoint: "ftp://x"}, "endpoint must be"},
 	} {
-		_, err := Open(ctx, c.url, c.opts)
+		_, err := blobstore.Open(ctx, c.url, c.opts)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("Open(%q, %v) = %v, want an error containing %q", c.url, c.opts, err, c.want)
 		}
@@ -142,7 +145,7 @@ func TestGCSOpen(t *testing.T) {
 }
 
 // fakeGCS serves handler as the JSON API and counts requests.
-func fakeGCS(t *testing.T, handler http.HandlerFunc) (Store, *atomic.Int32) {
+func fakeGCS(t *testing.T, handler http.HandlerFunc) (blobstore.Store, *atomic.Int32) {
 	t.Helper()
 	var calls atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -152,7 +155,7 @@ func fakeGCS(t *testing.T, handler http.HandlerFunc) (Store, *atomic.Int32) {
 	t.Cleanup(srv.Close)
 	// Emulator mode: no credentials (the endpoint option points elsewhere).
 	t.Setenv("STORAGE_EMULATOR_HOST", strings.TrimPrefix(srv.URL, "http://"))
-	st, err := Open(context.Background(), "gs://bucket/prefix", Options{OptEndpoint: srv.URL})
+	st, err := blobstore.Open(context.Background(), "gs://bucket/prefix", blobstore.Options{blobstore.OptEndpoint: srv.URL})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,7 +180,7 @@ func TestGCSPreconditionFailedIsExists(t *testing.T) {
 		gcsError(w, http.StatusPreconditionFailed)
 	})
 	err := st.PutIfAbsent(context.Background(), "k", []byte("x"))
-	if !errors.Is(err, ErrExists) {
+	if !errors.Is(err, blobstore.ErrExists) {
 		t.Fatalf("PutIfAbsent answered 412 = %v, want ErrExists", err)
 	}
 	if q, _ := query.Load().(string); !strings.Contains(q, "ifGenerationMatch=0") {
@@ -205,11 +208,11 @@ func TestGCSServerErrorsAreRetriedThenUnreachable(t *testing.T) {
 		case "list":
 			_, err = st.List(ctx, "")
 		}
-		if !errors.Is(err, ErrUnreachable) || errors.Is(err, ErrExists) || errors.Is(err, ErrNotFound) {
+		if !errors.Is(err, blobstore.ErrUnreachable) || errors.Is(err, blobstore.ErrExists) || errors.Is(err, blobstore.ErrNotFound) {
 			t.Errorf("%s against a failing server = %v, want ErrUnreachable", op, err)
 		}
-		if n := calls.Load(); n != storeMaxAttempts {
-			t.Errorf("%s: server saw %d attempts, want %d", op, n, storeMaxAttempts)
+		if n := calls.Load(); n != blobstore.RetryAttempts {
+			t.Errorf("%s: server saw %d attempts, want %d", op, n, blobstore.RetryAttempts)
 		}
 		if err != nil && !strings.Contains(err.Error(), "gs "+op+" gs://bucket/prefix/") {
 			t.Errorf("%s: error lacks context: %v", op, err)
@@ -239,12 +242,12 @@ func TestGCSConnectionRefusedIsUnreachable(t *testing.T) {
 	addr := ln.Addr().String()
 	ln.Close() // nothing listens there now
 	t.Setenv("STORAGE_EMULATOR_HOST", addr)
-	st, err := Open(context.Background(), "gs://bucket", nil)
+	st, err := blobstore.Open(context.Background(), "gs://bucket", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, err = st.Get(context.Background(), "k")
-	if !errors.Is(err, ErrUnreachable) || errors.Is(err, ErrNotFound) {
+	if !errors.Is(err, blobstore.ErrUnreachable) || errors.Is(err, blobstore.ErrNotFound) {
 		t.Fatalf("Get against a closed port = %v, want ErrUnreachable", err)
 	}
 }
@@ -255,7 +258,7 @@ func TestGCSAnswersAreNotRetried(t *testing.T) {
 		op     string
 		want   error
 	}{
-		{http.StatusNotFound, "get", ErrNotFound},
+		{http.StatusNotFound, "get", blobstore.ErrNotFound},
 		{http.StatusNotFound, "delete", nil},
 		{http.StatusForbidden, "get", nil},
 		{http.StatusForbidden, "put", nil},
@@ -281,7 +284,7 @@ func TestGCSAnswersAreNotRetried(t *testing.T) {
 			t.Errorf("%d %s: no error", c.status, c.op)
 		case c.want != nil && !errors.Is(err, c.want):
 			t.Errorf("%d %s: %v, want %v", c.status, c.op, err, c.want)
-		case c.want == nil && (errors.Is(err, ErrNotFound) || errors.Is(err, ErrUnreachable) || errors.Is(err, ErrExists)):
+		case c.want == nil && (errors.Is(err, blobstore.ErrNotFound) || errors.Is(err, blobstore.ErrUnreachable) || errors.Is(err, blobstore.ErrExists)):
 			t.Errorf("%d %s: %v should not be classified", c.status, c.op, err)
 		}
 		if n := calls.Load(); n != 1 {
@@ -299,8 +302,8 @@ func TestGCSShortBody(t *testing.T) {
 		w.WriteHeader(http.StatusOK)
 		w.Write([]byte(strings.Repeat("x", 40)))
 	})
-	_, err := ReadAll(context.Background(), st, "k")
-	if !errors.Is(err, ErrShortRead) {
+	_, err := blobstore.ReadAll(context.Background(), st, "k")
+	if !errors.Is(err, blobstore.ErrShortRead) {
 		t.Fatalf("ReadAll of a truncated body = %v, want ErrShortRead", err)
 	}
 }
@@ -323,7 +326,7 @@ func TestGCSConditionalWriteIsRetried(t *testing.T) {
 		gcsError(w, http.StatusPreconditionFailed)
 	})
 	err := st.PutIfAbsent(context.Background(), "k", []byte("x"))
-	if !errors.Is(err, ErrExists) {
+	if !errors.Is(err, blobstore.ErrExists) {
 		t.Fatalf("retried conditional write = %v, want ErrExists", err)
 	}
 	if n.Load() != 2 || !lost.Load() {
@@ -343,7 +346,7 @@ func TestGCSSilentServerIsUnreachable(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	_, err := st.Get(ctx, "k")
-	if !errors.Is(err, ErrUnreachable) || ctx.Err() != nil {
+	if !errors.Is(err, blobstore.ErrUnreachable) || ctx.Err() != nil {
 		t.Fatalf("want ErrUnreachable well before the caller's deadline, got %v (context: %v)", err, ctx.Err())
 	}
 	if calls.Load() < 2 {

@@ -1,4 +1,4 @@
-package blobstore
+package s3
 
 import (
 	"context"
@@ -9,7 +9,6 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"os"
-	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,6 +17,9 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/sluicehq/sluice/internal/blobstore"
+	"github.com/sluicehq/sluice/internal/blobstore/storetest"
 )
 
 // Defaults match deploy/dev/services.sh, so `go test` works right after it
@@ -44,8 +46,6 @@ func TestMain(m *testing.M) {
 var (
 	bucketOnce sync.Once
 	bucketErr  error
-	runID      = time.Now().UTC().Format("20060102T150405.000000000")
-	unsafeName = regexp.MustCompile(`[^A-Za-z0-9_-]+`)
 )
 
 // testS3Endpoint returns the S3 server tests use, failing the test when it
@@ -74,12 +74,12 @@ func testS3Endpoint(t *testing.T) string {
 
 // newTestS3Store opens a store under a prefix no other test uses, creating
 // the test bucket once, and deletes what the test wrote when it ends.
-func newTestS3Store(t *testing.T) Store {
+func newTestS3Store(t *testing.T) blobstore.Store {
 	t.Helper()
 	endpoint := testS3Endpoint(t)
 	ctx := context.Background()
-	prefix := "run-" + runID + "/" + strings.Trim(unsafeName.ReplaceAllString(t.Name(), "-"), "-")
-	st, err := Open(ctx, "s3://"+testBucket+"/"+prefix, Options{OptEndpoint: endpoint, OptPathStyle: "true"})
+	prefix := storetest.Prefix(t)
+	st, err := blobstore.Open(ctx, "s3://"+testBucket+"/"+prefix, blobstore.Options{blobstore.OptEndpoint: endpoint, blobstore.OptPathStyle: "true"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,11 +114,11 @@ func newTestS3Store(t *testing.T) Store {
 
 func TestS3Conformance(t *testing.T) {
 	testS3Endpoint(t)
-	runConformance(t, newTestS3Store)
+	storetest.Run(t, newTestS3Store)
 }
 
 // fakeS3 serves one canned answer to every request and counts requests.
-func fakeS3(t *testing.T, handler http.HandlerFunc) (Store, *atomic.Int32) {
+func fakeS3(t *testing.T, handler http.HandlerFunc) (blobstore.Store, *atomic.Int32) {
 	t.Helper()
 	var calls atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -126,7 +126,7 @@ func fakeS3(t *testing.T, handler http.HandlerFunc) (Store, *atomic.Int32) {
 		handler(w, r)
 	}))
 	t.Cleanup(srv.Close)
-	st, err := Open(context.Background(), "s3://bucket/prefix", Options{OptEndpoint: srv.URL, OptPathStyle: "true"})
+	st, err := blobstore.Open(context.Background(), "s3://bucket/prefix", blobstore.Options{blobstore.OptEndpoint: srv.URL, blobstore.OptPathStyle: "true"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,11 +144,11 @@ func TestS3ServerErrorsAreRetriedThenUnreachable(t *testing.T) {
 		s3Error(w, http.StatusServiceUnavailable, "SlowDown")
 	})
 	err := st.Put(context.Background(), "k", []byte("x"))
-	if !errors.Is(err, ErrUnreachable) {
+	if !errors.Is(err, blobstore.ErrUnreachable) {
 		t.Fatalf("Put against a failing server = %v, want ErrUnreachable", err)
 	}
-	if n := calls.Load(); n != storeMaxAttempts {
-		t.Fatalf("server saw %d attempts, want %d", n, storeMaxAttempts)
+	if n := calls.Load(); n != blobstore.RetryAttempts {
+		t.Fatalf("server saw %d attempts, want %d", n, blobstore.RetryAttempts)
 	}
 	if !strings.Contains(err.Error(), "s3 put s3://bucket/prefix/k") {
 		t.Errorf("error lacks context: %v", err)
@@ -176,13 +176,13 @@ func TestS3ConnectionRefusedIsUnreachable(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	ln.Close() // nothing listens there now
-	st, err := Open(context.Background(), "s3://bucket", Options{OptEndpoint: "http://" + addr, OptPathStyle: "true"})
+	st, err := blobstore.Open(context.Background(), "s3://bucket", blobstore.Options{blobstore.OptEndpoint: "http://" + addr, blobstore.OptPathStyle: "true"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()
 	_, err = st.Get(context.Background(), "k")
-	if !errors.Is(err, ErrUnreachable) || errors.Is(err, ErrNotFound) {
+	if !errors.Is(err, blobstore.ErrUnreachable) || errors.Is(err, blobstore.ErrNotFound) {
 		t.Fatalf("Get against a closed port = %v, want ErrUnreachable", err)
 	}
 	t.Logf("gave up after %v", time.Since(start).Round(time.Millisecond))
@@ -195,9 +195,9 @@ func TestS3AnswersAreNotRetried(t *testing.T) {
 		op     string
 		want   error
 	}{
-		{http.StatusNotFound, "NoSuchKey", "get", ErrNotFound},
-		{http.StatusPreconditionFailed, "PreconditionFailed", "put-if-absent", ErrExists},
-		{http.StatusConflict, "ConditionalRequestConflict", "put-if-absent", ErrExists},
+		{http.StatusNotFound, "NoSuchKey", "get", blobstore.ErrNotFound},
+		{http.StatusPreconditionFailed, "PreconditionFailed", "put-if-absent", blobstore.ErrExists},
+		{http.StatusConflict, "ConditionalRequestConflict", "put-if-absent", blobstore.ErrExists},
 		{http.StatusForbidden, "AccessDenied", "get", nil},
 		{http.StatusNotFound, "NoSuchBucket", "get", nil},
 	}
@@ -217,7 +217,7 @@ func TestS3AnswersAreNotRetried(t *testing.T) {
 		if c.want != nil && !errors.Is(err, c.want) {
 			t.Errorf("%d %s: %v, want %v", c.status, c.code, err, c.want)
 		}
-		if c.want == nil && (errors.Is(err, ErrNotFound) || errors.Is(err, ErrUnreachable) || errors.Is(err, ErrExists)) {
+		if c.want == nil && (errors.Is(err, blobstore.ErrNotFound) || errors.Is(err, blobstore.ErrUnreachable) || errors.Is(err, blobstore.ErrExists)) {
 			t.Errorf("%d %s: %v should not be classified", c.status, c.code, err)
 		}
 		if n := calls.Load(); n != 1 {
@@ -233,8 +233,8 @@ func TestS3ShortBody(t *testing.T) {
 		w.WriteHeader(http.StatusOK)
 		w.Write([]byte(strings.Repeat("x", 40)))
 	})
-	_, err := ReadAll(context.Background(), st, "k")
-	if !errors.Is(err, ErrShortRead) {
+	_, err := blobstore.ReadAll(context.Background(), st, "k")
+	if !errors.Is(err, blobstore.ErrShortRead) {
 		t.Fatalf("ReadAll of a truncated body = %v, want ErrShortRead", err)
 	}
 }
@@ -243,5 +243,57 @@ func TestS3DeleteMissingIsFine(t *testing.T) {
 	st, _ := fakeS3(t, func(w http.ResponseWriter, r *http.Request) { s3Error(w, http.StatusNotFound, "NoSuchKey") })
 	if err := st.Delete(context.Background(), "k"); err != nil {
 		t.Fatalf("Delete of a missing key: %v", err)
+	}
+}
+
+// Open refuses malformed s3 URLs without echoing their credentials, and an
+// unknown scheme's error lists this store's form among the accepted ones.
+func TestOpenRejects(t *testing.T) {
+	ctx := context.Background()
+	cases := []struct {
+		url      string
+		mentions string
+	}{
+		{"s3://AKIA:hunter2@bucket/p", "credential chain"},
+		{"s3:///prefix-without-bucket", "missing bucket"},
+		{"s3://bucket/a/../b", "bad prefix"},
+		{"s3://bucket/p?secret=hunter2", "no query"},
+	}
+	for _, c := range cases {
+		s, err := blobstore.Open(ctx, c.url, blobstore.Options{})
+		if err == nil {
+			t.Errorf("Open(%q) = %v, want an error", c.url, s)
+			continue
+		}
+		msg := err.Error()
+		if strings.Contains(msg, "hunter2") {
+			t.Errorf("Open(%q) error leaks a credential: %s", c.url, msg)
+		}
+		if !strings.Contains(msg, c.mentions) {
+			t.Errorf("Open(%q) error %q does not mention %q", c.url, msg, c.mentions)
+		}
+	}
+	_, err := blobstore.Open(ctx, "ftp://host/x", blobstore.Options{})
+	if err == nil || !strings.Contains(err.Error(), "s3://") || !strings.Contains(err.Error(), "file://") {
+		t.Errorf("unknown scheme error should list the accepted schemes: %v", err)
+	}
+	if forms := blobstore.Forms(); !strings.Contains(forms, "s3://bucket[/prefix]") {
+		t.Errorf("Forms() = %q lacks s3://bucket[/prefix]", forms)
+	}
+}
+
+func TestOpenS3String(t *testing.T) {
+	ctx := context.Background()
+	for in, want := range map[string]string{
+		"s3://bucket/some/prefix/": "s3://bucket/some/prefix",
+		"s3://bucket":              "s3://bucket",
+	} {
+		s, err := blobstore.Open(ctx, in, blobstore.Options{blobstore.OptEndpoint: "http://127.0.0.1:1", blobstore.OptPathStyle: "true"})
+		if err != nil {
+			t.Fatalf("Open(%q): %v", in, err)
+		}
+		if got := s.String(); got != want {
+			t.Errorf("Open(%q).String() = %q, want %q", in, got, want)
+		}
 	}
 }

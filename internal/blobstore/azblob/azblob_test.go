@@ -1,4 +1,4 @@
-package blobstore
+package azblob
 
 import (
 	"context"
@@ -14,6 +14,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/blobstore"
+	"github.com/sluicehq/sluice/internal/blobstore/storetest"
 )
 
 // azuriteKey is the development account key Azurite documents for its
@@ -52,14 +55,14 @@ func testAzureEndpoint(t *testing.T) string {
 
 // testAzureOptions are the store options for the test service: the account
 // key is read from AZURITE_ACCOUNT_KEY (Azurite's well-known key if unset).
-func testAzureOptions(t *testing.T, endpoint string) Options {
+func testAzureOptions(t *testing.T, endpoint string) blobstore.Options {
 	t.Helper()
 	if os.Getenv("AZURITE_ACCOUNT_KEY") == "" {
 		t.Setenv("AZURITE_ACCOUNT_KEY", azuriteKey)
 	}
-	opts := Options{OptEndpoint: endpoint, OptAzureAccountKeyEnv: "AZURITE_ACCOUNT_KEY"}
+	opts := blobstore.Options{blobstore.OptEndpoint: endpoint, OptAccountKeyEnv: "AZURITE_ACCOUNT_KEY"}
 	if a := os.Getenv("SLUICE_TEST_AZURE_ACCOUNT"); a != "" {
-		opts[OptAzureAccount] = a
+		opts[OptAccount] = a
 	}
 	return opts
 }
@@ -68,14 +71,14 @@ var azContainerSeq atomic.Int32
 
 // newTestAzureStore opens a store in a container of its own, created for
 // the test and deleted with everything in it when the test ends.
-func newTestAzureStore(t *testing.T) Store {
+func newTestAzureStore(t *testing.T) blobstore.Store {
 	t.Helper()
 	endpoint := testAzureEndpoint(t)
 	ctx := context.Background()
 	h := fnv.New32a()
 	h.Write([]byte(t.Name()))
-	name := fmt.Sprintf("sluice-%s-%08x-%d", strings.ToLower(unsafeName.ReplaceAllString(runID, "")), h.Sum32(), azContainerSeq.Add(1))
-	st, err := Open(ctx, "azblob://"+name+"/some/prefix", testAzureOptions(t, endpoint))
+	name := fmt.Sprintf("sluice-%s-%08x-%d", strings.ToLower(strings.ReplaceAll(storetest.RunID, ".", "")), h.Sum32(), azContainerSeq.Add(1))
+	st, err := blobstore.Open(ctx, "azblob://"+name+"/some/prefix", testAzureOptions(t, endpoint))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +96,7 @@ func newTestAzureStore(t *testing.T) Store {
 
 func TestAzureConformance(t *testing.T) {
 	testAzureEndpoint(t)
-	runConformance(t, newTestAzureStore)
+	storetest.Run(t, newTestAzureStore)
 }
 
 func TestAzureOpenOptions(t *testing.T) {
@@ -101,25 +104,25 @@ func TestAzureOpenOptions(t *testing.T) {
 	os.Unsetenv("SLUICE_TEST_AZ_UNSET")
 	cases := []struct {
 		url  string
-		opts Options
+		opts blobstore.Options
 		want string // substring of the error; "" for success
 	}{
-		{"azblob://cont/p", Options{OptAzureAccount: "acct", OptAzureAccountKeyEnv: "SLUICE_TEST_AZ_KEY"}, ""},
-		{"azblob://cont", Options{OptEndpoint: "http://127.0.0.1:10000/devstoreaccount1", OptAzureAccountKeyEnv: "SLUICE_TEST_AZ_KEY"}, ""},
-		{"azblob://cont", Options{OptAzureAccount: "acct", OptAzureAccountKeyEnv: "SLUICE_TEST_AZ_UNSET"}, "SLUICE_TEST_AZ_UNSET"},
-		{"azblob://cont", Options{OptAzureConnectionStringEnv: "SLUICE_TEST_AZ_UNSET"}, "SLUICE_TEST_AZ_UNSET"},
-		{"azblob://cont", Options{OptAzureAccount: "acct", "account_key": "x"}, `no option "account_key"`},
-		{"azblob://cont", Options{OptAzureAccountKeyEnv: "SLUICE_TEST_AZ_KEY"}, "storage account"},
-		{"azblob://cont", Options{OptAzureConnectionStringEnv: "SLUICE_TEST_AZ_KEY", OptAzureAccount: "a"}, "without"},
-		{"azblob://cont", Options{OptAzureAccount: "acct", OptEndpoint: "ftp://x"}, "endpoint"},
-		{"azblob://Bad_Name", Options{OptAzureAccount: "acct"}, "container name"},
-		{"azblob:///p", Options{OptAzureAccount: "acct"}, "missing container"},
-		{"azblob://user:pw@cont", Options{OptAzureAccount: "acct"}, "credentials in the URL"},
-		{"azblob://cont?sig=x", Options{OptAzureAccount: "acct"}, "no query"},
-		{"azblob://cont/a/../b", Options{OptAzureAccount: "acct"}, "bad prefix"},
+		{"azblob://cont/p", blobstore.Options{OptAccount: "acct", OptAccountKeyEnv: "SLUICE_TEST_AZ_KEY"}, ""},
+		{"azblob://cont", blobstore.Options{blobstore.OptEndpoint: "http://127.0.0.1:10000/devstoreaccount1", OptAccountKeyEnv: "SLUICE_TEST_AZ_KEY"}, ""},
+		{"azblob://cont", blobstore.Options{OptAccount: "acct", OptAccountKeyEnv: "SLUICE_TEST_AZ_UNSET"}, "SLUICE_TEST_AZ_UNSET"},
+		{"azblob://cont", blobstore.Options{OptConnectionStringEnv: "SLUICE_TEST_AZ_UNSET"}, "SLUICE_TEST_AZ_UNSET"},
+		{"azblob://cont", blobstore.Options{OptAccount: "acct", "account_key": "x"}, `no option "account_key"`},
+		{"azblob://cont", blobstore.Options{OptAccountKeyEnv: "SLUICE_TEST_AZ_KEY"}, "storage account"},
+		{"azblob://cont", blobstore.Options{OptConnectionStringEnv: "SLUICE_TEST_AZ_KEY", OptAccount: "a"}, "without"},
+		{"azblob://cont", blobstore.Options{OptAccount: "acct", blobstore.OptEndpoint: "ftp://x"}, "endpoint"},
+		{"azblob://Bad_Name", blobstore.Options{OptAccount: "acct"}, "container name"},
+		{"azblob:///p", blobstore.Options{OptAccount: "acct"}, "missing container"},
+		{"azblob://user:pw@cont", blobstore.Options{OptAccount: "acct"}, "credentials in the URL"},
+		{"azblob://cont?sig=x", blobstore.Options{OptAccount: "acct"}, "no query"},
+		{"azblob://cont/a/../b", blobstore.Options{OptAccount: "acct"}, "bad prefix"},
 	}
 	for _, c := range cases {
-		st, err := Open(context.Background(), c.url, c.opts)
+		st, err := blobstore.Open(context.Background(), c.url, c.opts)
 		switch {
 		case c.want == "" && err != nil:
 			t.Errorf("Open(%s, %v): %v", c.url, c.opts, err)
@@ -135,7 +138,7 @@ func TestAzureOpenOptions(t *testing.T) {
 			t.Errorf("String() = %s names the account", st)
 		}
 	}
-	st, err := Open(context.Background(), "azblob://cont/a/b/", Options{OptAzureAccount: "acct", OptAzureAccountKeyEnv: "SLUICE_TEST_AZ_KEY"})
+	st, err := blobstore.Open(context.Background(), "azblob://cont/a/b/", blobstore.Options{OptAccount: "acct", OptAccountKeyEnv: "SLUICE_TEST_AZ_KEY"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +149,7 @@ func TestAzureOpenOptions(t *testing.T) {
 
 // fakeAzure serves handler's answer to every request and counts requests;
 // the SDK's retries are shortened for the test.
-func fakeAzure(t *testing.T, handler http.HandlerFunc) (Store, *atomic.Int32) {
+func fakeAzure(t *testing.T, handler http.HandlerFunc) (blobstore.Store, *atomic.Int32) {
 	t.Helper()
 	delay, maxDelay := azRetryDelay, azMaxRetryDelay
 	azRetryDelay, azMaxRetryDelay = time.Millisecond, 5*time.Millisecond
@@ -158,9 +161,9 @@ func fakeAzure(t *testing.T, handler http.HandlerFunc) (Store, *atomic.Int32) {
 	}))
 	t.Cleanup(srv.Close)
 	t.Setenv("SLUICE_TEST_AZ_KEY", azuriteKey)
-	st, err := Open(context.Background(), "azblob://cont/prefix", Options{
-		OptEndpoint:           srv.URL + "/devstoreaccount1",
-		OptAzureAccountKeyEnv: "SLUICE_TEST_AZ_KEY",
+	st, err := blobstore.Open(context.Background(), "azblob://cont/prefix", blobstore.Options{
+		blobstore.OptEndpoint: srv.URL + "/devstoreaccount1",
+		OptAccountKeyEnv:      "SLUICE_TEST_AZ_KEY",
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -180,7 +183,7 @@ func TestAzureServerErrorsAreRetriedThenUnreachable(t *testing.T) {
 		azError(w, http.StatusServiceUnavailable, "ServerBusy")
 	})
 	err := st.Put(context.Background(), "k", []byte("x"))
-	if !errors.Is(err, ErrUnreachable) {
+	if !errors.Is(err, blobstore.ErrUnreachable) {
 		t.Fatalf("Put against a failing server = %v, want ErrUnreachable", err)
 	}
 	if n := calls.Load(); n != azMaxRetries+1 {
@@ -239,12 +242,12 @@ func TestAzureConnectionRefusedIsUnreachable(t *testing.T) {
 	azRetryDelay, azMaxRetryDelay = time.Millisecond, 5*time.Millisecond
 	t.Cleanup(func() { azRetryDelay, azMaxRetryDelay = delay, maxDelay })
 	t.Setenv("SLUICE_TEST_AZ_KEY", azuriteKey)
-	st, err := Open(context.Background(), "azblob://cont", Options{OptEndpoint: "http://" + addr + "/acct", OptAzureAccountKeyEnv: "SLUICE_TEST_AZ_KEY"})
+	st, err := blobstore.Open(context.Background(), "azblob://cont", blobstore.Options{blobstore.OptEndpoint: "http://" + addr + "/acct", OptAccountKeyEnv: "SLUICE_TEST_AZ_KEY"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, err = st.Get(context.Background(), "k")
-	if !errors.Is(err, ErrUnreachable) || errors.Is(err, ErrNotFound) {
+	if !errors.Is(err, blobstore.ErrUnreachable) || errors.Is(err, blobstore.ErrNotFound) {
 		t.Fatalf("Get against a closed port = %v, want ErrUnreachable", err)
 	}
 }
@@ -256,9 +259,9 @@ func TestAzureAnswersAreNotRetried(t *testing.T) {
 		op     string
 		want   error
 	}{
-		{http.StatusNotFound, "BlobNotFound", "get", ErrNotFound},
-		{http.StatusConflict, "BlobAlreadyExists", "put-if-absent", ErrExists},
-		{http.StatusPreconditionFailed, "ConditionNotMet", "put-if-absent", ErrExists},
+		{http.StatusNotFound, "BlobNotFound", "get", blobstore.ErrNotFound},
+		{http.StatusConflict, "BlobAlreadyExists", "put-if-absent", blobstore.ErrExists},
+		{http.StatusPreconditionFailed, "ConditionNotMet", "put-if-absent", blobstore.ErrExists},
 		{http.StatusForbidden, "AuthenticationFailed", "get", nil},
 		{http.StatusNotFound, "ContainerNotFound", "get", nil},
 		{http.StatusNotFound, "ContainerNotFound", "put-if-absent", nil},
@@ -280,7 +283,7 @@ func TestAzureAnswersAreNotRetried(t *testing.T) {
 		if c.want != nil && !errors.Is(err, c.want) {
 			t.Errorf("%d %s: %v, want %v", c.status, c.code, err, c.want)
 		}
-		if c.want == nil && (errors.Is(err, ErrNotFound) || errors.Is(err, ErrUnreachable) || errors.Is(err, ErrExists)) {
+		if c.want == nil && (errors.Is(err, blobstore.ErrNotFound) || errors.Is(err, blobstore.ErrUnreachable) || errors.Is(err, blobstore.ErrExists)) {
 			t.Errorf("%d %s: %v should not be classified", c.status, c.code, err)
 		}
 		if n := calls.Load(); n != 1 {
@@ -296,8 +299,8 @@ func TestAzureShortBody(t *testing.T) {
 		w.WriteHeader(http.StatusOK)
 		w.Write([]byte(strings.Repeat("x", 40)))
 	})
-	_, err := ReadAll(context.Background(), st, "k")
-	if !errors.Is(err, ErrShortRead) {
+	_, err := blobstore.ReadAll(context.Background(), st, "k")
+	if !errors.Is(err, blobstore.ErrShortRead) {
 		t.Fatalf("ReadAll of a truncated body = %v, want ErrShortRead", err)
 	}
 }

@@ -1,19 +1,19 @@
-package blobstore
+package s3
 
 import (
 	"context"
 	"errors"
-	"io"
 	"math/rand/v2"
 	"net"
 	"net/http"
-	"syscall"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+
+	"github.com/sluicehq/sluice/internal/blobstore"
 )
 
 // newRetryer returns the SDK's standard retryer with our attempt count and
@@ -21,9 +21,9 @@ import (
 // while should still get its full set of attempts on every request).
 func newRetryer() aws.Retryer {
 	return retry.NewStandard(func(o *retry.StandardOptions) {
-		o.MaxAttempts = storeMaxAttempts
-		o.MaxBackoff = storeMaxBackoff
-		o.Backoff = backoff{base: storeBaseBackoff, max: storeMaxBackoff}
+		o.MaxAttempts = blobstore.RetryAttempts
+		o.MaxBackoff = blobstore.RetryMaxBackoff
+		o.Backoff = backoff{base: blobstore.RetryBaseBackoff, max: blobstore.RetryMaxBackoff}
 		o.RateLimiter = ratelimit.None
 	})
 }
@@ -50,8 +50,8 @@ func (b backoff) BackoffDelay(attempt int, _ error) (time.Duration, error) {
 // and waiting for response headers time out (and are then retried).
 func newHTTPClient() *awshttp.BuildableClient {
 	return awshttp.NewBuildableClient().
-		WithDialerOptions(func(d *net.Dialer) { d.Timeout = storeDialTimeout }).
-		WithTransportOptions(func(t *http.Transport) { t.ResponseHeaderTimeout = storeHeaderTimeout })
+		WithDialerOptions(func(d *net.Dialer) { d.Timeout = blobstore.DialTimeout }).
+		WithTransportOptions(func(t *http.Transport) { t.ResponseHeaderTimeout = blobstore.HeaderTimeout })
 }
 
 // isUnreachable reports failures of the network or of the server itself, as
@@ -67,11 +67,5 @@ func isUnreachable(err error) bool {
 	case "SlowDown", "Throttling", "ThrottlingException", "RequestTimeout", "ServiceUnavailable", "InternalError":
 		return true
 	}
-	var ne net.Error
-	return errors.As(err, &ne) ||
-		errors.Is(err, syscall.ECONNREFUSED) ||
-		errors.Is(err, syscall.ECONNRESET) ||
-		errors.Is(err, syscall.EPIPE) ||
-		errors.Is(err, io.ErrUnexpectedEOF) ||
-		errors.Is(err, context.DeadlineExceeded)
+	return blobstore.NetworkFailure(err)
 }

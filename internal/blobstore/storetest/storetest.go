@@ -1,4 +1,7 @@
-package blobstore
+// Package storetest is the conformance suite every backup store passes,
+// and what the stores' tests share: each store package runs Run against
+// its own server or emulator.
+package storetest
 
 import (
 	"bytes"
@@ -6,13 +9,18 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"regexp"
+	"strings"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/blobstore"
 )
 
-// runConformance checks the behaviour every Store must share. newStore
-// returns an empty store that no other test uses.
-func runConformance(t *testing.T, newStore func(t *testing.T) Store) {
+// Run checks the behaviour every Store must share. newStore returns an
+// empty store that no other test uses.
+func Run(t *testing.T, newStore func(t *testing.T) blobstore.Store) {
 	ctx := context.Background()
 
 	t.Run("RoundTrip", func(t *testing.T) {
@@ -23,7 +31,7 @@ func runConformance(t *testing.T, newStore func(t *testing.T) Store) {
 			if err := s.Put(ctx, key, want); err != nil {
 				t.Fatalf("Put %d bytes: %v", size, err)
 			}
-			got := mustRead(t, s, key)
+			got := MustRead(t, s, key)
 			if !bytes.Equal(got, want) {
 				t.Fatalf("Get %d bytes: got %d bytes, content differs: %v", size, len(got), len(got) == len(want))
 			}
@@ -46,9 +54,9 @@ func runConformance(t *testing.T, newStore func(t *testing.T) Store) {
 
 	t.Run("Overwrite", func(t *testing.T) {
 		s := newStore(t)
-		mustPut(t, s, "k", []byte("first version, longer"))
-		mustPut(t, s, "k", []byte("second"))
-		if got := mustRead(t, s, "k"); string(got) != "second" {
+		MustPut(t, s, "k", []byte("first version, longer"))
+		MustPut(t, s, "k", []byte("second"))
+		if got := MustRead(t, s, "k"); string(got) != "second" {
 			t.Fatalf("after overwrite got %q", got)
 		}
 	})
@@ -59,15 +67,15 @@ func runConformance(t *testing.T, newStore func(t *testing.T) Store) {
 			t.Fatalf("first PutIfAbsent: %v", err)
 		}
 		err := s.PutIfAbsent(ctx, "gen/000001", []byte("theirs"))
-		if !errors.Is(err, ErrExists) {
+		if !errors.Is(err, blobstore.ErrExists) {
 			t.Fatalf("second PutIfAbsent = %v, want ErrExists", err)
 		}
-		if got := mustRead(t, s, "gen/000001"); string(got) != "mine" {
+		if got := MustRead(t, s, "gen/000001"); string(got) != "mine" {
 			t.Fatalf("content after conflict = %q, want first write", got)
 		}
 		// An object written with Put also blocks PutIfAbsent.
-		mustPut(t, s, "plain", []byte("x"))
-		if err := s.PutIfAbsent(ctx, "plain", []byte("y")); !errors.Is(err, ErrExists) {
+		MustPut(t, s, "plain", []byte("x"))
+		if err := s.PutIfAbsent(ctx, "plain", []byte("y")); !errors.Is(err, blobstore.ErrExists) {
 			t.Fatalf("PutIfAbsent over Put = %v, want ErrExists", err)
 		}
 	})
@@ -98,14 +106,14 @@ func runConformance(t *testing.T, newStore func(t *testing.T) Store) {
 						t.Fatalf("round %d: writers %d and %d both won", round, winner, i)
 					}
 					winner = i
-				case !errors.Is(err, ErrExists):
+				case !errors.Is(err, blobstore.ErrExists):
 					t.Fatalf("round %d: writer %d: %v, want nil or ErrExists", round, i, err)
 				}
 			}
 			if winner < 0 {
 				t.Fatalf("round %d: no writer won", round)
 			}
-			if got, want := string(mustRead(t, s, key)), fmt.Sprintf("writer %d", winner); got != want {
+			if got, want := string(MustRead(t, s, key)), fmt.Sprintf("writer %d", winner); got != want {
 				t.Fatalf("round %d: stored %q, want the winner's %q", round, got, want)
 			}
 		}
@@ -115,7 +123,7 @@ func runConformance(t *testing.T, newStore func(t *testing.T) Store) {
 		s := newStore(t)
 		a := bytes.Repeat([]byte{'a'}, 1<<20)
 		b := bytes.Repeat([]byte{'b'}, 1<<20+7)
-		mustPut(t, s, "swap", a)
+		MustPut(t, s, "swap", a)
 		var wg sync.WaitGroup
 		wg.Add(1)
 		go func() {
@@ -128,7 +136,7 @@ func runConformance(t *testing.T, newStore func(t *testing.T) Store) {
 			}
 		}()
 		for range 20 {
-			got := mustRead(t, s, "swap")
+			got := MustRead(t, s, "swap")
 			if !bytes.Equal(got, a) && !bytes.Equal(got, b) {
 				t.Fatalf("reader saw a mixed or partial object of %d bytes", len(got))
 			}
@@ -138,13 +146,13 @@ func runConformance(t *testing.T, newStore func(t *testing.T) Store) {
 
 	t.Run("GetMissing", func(t *testing.T) {
 		s := newStore(t)
-		mustPut(t, s, "dir/present", []byte("x"))
+		MustPut(t, s, "dir/present", []byte("x"))
 		for _, key := range []string{"absent", "dir/absent", "dir", "nodir/absent", "dir/present/below"} {
 			rc, err := s.Get(ctx, key)
 			if err == nil {
 				rc.Close()
 			}
-			if !errors.Is(err, ErrNotFound) {
+			if !errors.Is(err, blobstore.ErrNotFound) {
 				t.Errorf("Get %q = %v, want ErrNotFound", key, err)
 			}
 		}
@@ -152,11 +160,11 @@ func runConformance(t *testing.T, newStore func(t *testing.T) Store) {
 
 	t.Run("List", func(t *testing.T) {
 		s := newStore(t)
-		if got := keys(t, s, ""); len(got) != 0 {
+		if got := Keys(t, s, ""); len(got) != 0 {
 			t.Fatalf("List on empty store = %v", got)
 		}
 		for _, k := range []string{"b/x", "a/2", "ab", "a/b/3", "a/1", "a/b/c/4"} {
-			mustPut(t, s, k, []byte(k))
+			MustPut(t, s, k, []byte(k))
 		}
 		cases := map[string][]string{
 			"":      {"a/1", "a/2", "a/b/3", "a/b/c/4", "ab", "b/x"},
@@ -169,7 +177,7 @@ func runConformance(t *testing.T, newStore func(t *testing.T) Store) {
 			"zz/":   nil,
 		}
 		for prefix, want := range cases {
-			if got := keys(t, s, prefix); fmt.Sprint(got) != fmt.Sprint(want) {
+			if got := Keys(t, s, prefix); fmt.Sprint(got) != fmt.Sprint(want) {
 				t.Errorf("List(%q) = %v, want %v", prefix, got, want)
 			}
 		}
@@ -177,8 +185,8 @@ func runConformance(t *testing.T, newStore func(t *testing.T) Store) {
 
 	t.Run("DeleteIdempotent", func(t *testing.T) {
 		s := newStore(t)
-		mustPut(t, s, "d/x", []byte("x"))
-		mustPut(t, s, "d/y", []byte("y"))
+		MustPut(t, s, "d/x", []byte("x"))
+		MustPut(t, s, "d/y", []byte("y"))
 		for range 2 {
 			if err := s.Delete(ctx, "d/x"); err != nil {
 				t.Fatalf("Delete: %v", err)
@@ -187,10 +195,10 @@ func runConformance(t *testing.T, newStore func(t *testing.T) Store) {
 		if err := s.Delete(ctx, "never/written"); err != nil {
 			t.Fatalf("Delete missing: %v", err)
 		}
-		if _, err := s.Get(ctx, "d/x"); !errors.Is(err, ErrNotFound) {
+		if _, err := s.Get(ctx, "d/x"); !errors.Is(err, blobstore.ErrNotFound) {
 			t.Fatalf("Get after Delete = %v, want ErrNotFound", err)
 		}
-		if got := keys(t, s, ""); fmt.Sprint(got) != "[d/y]" {
+		if got := Keys(t, s, ""); fmt.Sprint(got) != "[d/y]" {
 			t.Fatalf("List after Delete = %v", got)
 		}
 		// A deleted key can be created again, also create-only.
@@ -208,7 +216,7 @@ func runConformance(t *testing.T, newStore func(t *testing.T) Store) {
 			if err := s.PutIfAbsent(ctx, key, []byte("x")); err == nil {
 				t.Errorf("PutIfAbsent %q succeeded", key)
 			}
-			if _, err := s.Get(ctx, key); err == nil || errors.Is(err, ErrNotFound) {
+			if _, err := s.Get(ctx, key); err == nil || errors.Is(err, blobstore.ErrNotFound) {
 				t.Errorf("Get %q = %v, want a key error", key, err)
 			}
 			if err := s.Delete(ctx, key); err == nil {
@@ -221,23 +229,26 @@ func runConformance(t *testing.T, newStore func(t *testing.T) Store) {
 	})
 }
 
-func mustPut(t *testing.T, s Store, key string, data []byte) {
+// MustPut writes data at key, failing t if the store refuses.
+func MustPut(t *testing.T, s blobstore.Store, key string, data []byte) {
 	t.Helper()
 	if err := s.Put(context.Background(), key, data); err != nil {
 		t.Fatalf("Put %s: %v", key, err)
 	}
 }
 
-func mustRead(t *testing.T, s Store, key string) []byte {
+// MustRead reads the whole object at key, failing t if it cannot.
+func MustRead(t *testing.T, s blobstore.Store, key string) []byte {
 	t.Helper()
-	data, err := ReadAll(context.Background(), s, key)
+	data, err := blobstore.ReadAll(context.Background(), s, key)
 	if err != nil {
 		t.Fatalf("read %s: %v", key, err)
 	}
 	return data
 }
 
-func keys(t *testing.T, s Store, prefix string) []string {
+// Keys lists the keys under prefix, failing t if the store cannot.
+func Keys(t *testing.T, s blobstore.Store, prefix string) []string {
 	t.Helper()
 	infos, err := s.List(context.Background(), prefix)
 	if err != nil {
@@ -248,6 +259,18 @@ func keys(t *testing.T, s Store, prefix string) []string {
 		out = append(out, info.Key)
 	}
 	return out
+}
+
+// RunID tells this test process's objects from other runs' in a shared
+// bucket or account.
+var RunID = time.Now().UTC().Format("20060102T150405.000000000")
+
+var unsafeName = regexp.MustCompile(`[^A-Za-z0-9_-]+`)
+
+// Prefix returns a key prefix no other test, of this run or another, uses:
+// run-<RunID>/<t's name, made safe for a key>.
+func Prefix(t *testing.T) string {
+	return "run-" + RunID + "/" + strings.Trim(unsafeName.ReplaceAllString(t.Name(), "-"), "-")
 }
 
 func randomBytes(n int, seed uint64) []byte {

@@ -1,11 +1,14 @@
-package blobstore
+// Package gcs is the gs:// backup store: objects in one Google Cloud Storage
+// bucket under an optional prefix, through Google's client library. Linking
+// the package registers the scheme with blobstore (internal/engines links it
+// into the binaries); nothing else imports it.
+package gcs
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -13,7 +16,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"cloud.google.com/go/storage"
@@ -22,11 +24,13 @@ import (
 	"google.golang.org/api/iterator"
 	"google.golang.org/api/option"
 	htransport "google.golang.org/api/transport/http"
+
+	"github.com/sluicehq/sluice/internal/blobstore"
 )
 
 // gcsChunkRetryDeadline bounds how long one upload chunk is retried. Every
 // request is retried on transient failures by the stores' common policy
-// (storeMaxAttempts; see gcsRetry for why writes are safe to repeat).
+// (blobstore.RetryAttempts; see gcsRetry for why writes are safe to repeat).
 const gcsChunkRetryDeadline = 30 * time.Second
 
 // gcsStore keeps objects in one Google Cloud Storage bucket under an
@@ -42,7 +46,7 @@ type gcsStore struct {
 }
 
 func init() {
-	Register("gs", "gs://bucket[/prefix]", func(ctx context.Context, u *url.URL, opts Options) (Store, error) {
+	blobstore.Register("gs", "gs://bucket[/prefix]", func(ctx context.Context, u *url.URL, opts blobstore.Options) (blobstore.Store, error) {
 		return openGCS(ctx, u, opts)
 	})
 }
@@ -51,34 +55,34 @@ func init() {
 // application default credentials; when STORAGE_EMULATOR_HOST is set the
 // client library talks to that emulator without authentication. The client
 // is built on the first request, so opening does no I/O.
-func openGCS(_ context.Context, u *url.URL, opts Options) (*gcsStore, error) {
+func openGCS(_ context.Context, u *url.URL, opts blobstore.Options) (*gcsStore, error) {
 	if u.User != nil {
-		return nil, fmt.Errorf("open store %s: credentials in the URL are not accepted; use application default credentials (GOOGLE_APPLICATION_CREDENTIALS, gcloud auth application-default login, the metadata server)", Redact(u))
+		return nil, fmt.Errorf("open store %s: credentials in the URL are not accepted; use application default credentials (GOOGLE_APPLICATION_CREDENTIALS, gcloud auth application-default login, the metadata server)", blobstore.Redact(u))
 	}
 	if u.RawQuery != "" || u.Fragment != "" {
-		return nil, fmt.Errorf("open store %s: gs URLs take no query or fragment", Redact(u))
+		return nil, fmt.Errorf("open store %s: gs URLs take no query or fragment", blobstore.Redact(u))
 	}
 	if u.Host == "" {
-		return nil, fmt.Errorf("open store %s: missing bucket (write gs://bucket/prefix)", Redact(u))
+		return nil, fmt.Errorf("open store %s: missing bucket (write gs://bucket/prefix)", blobstore.Redact(u))
 	}
 	if u.Port() != "" {
-		return nil, fmt.Errorf("open store %s: a bucket name takes no port (set the endpoint option for a private endpoint or an emulator)", Redact(u))
+		return nil, fmt.Errorf("open store %s: a bucket name takes no port (set the endpoint option for a private endpoint or an emulator)", blobstore.Redact(u))
 	}
 	prefix := strings.Trim(u.Path, "/")
 	if prefix != "" {
-		if err := ValidateKey(prefix); err != nil {
-			return nil, fmt.Errorf("open store %s: bad prefix: %w", Redact(u), err)
+		if err := blobstore.ValidateKey(prefix); err != nil {
+			return nil, fmt.Errorf("open store %s: bad prefix: %w", blobstore.Redact(u), err)
 		}
 		prefix += "/"
 	}
-	if err := opts.check("gs", OptEndpoint); err != nil {
-		return nil, fmt.Errorf("open store %s: %w", Redact(u), err)
+	if err := opts.Check("gs", blobstore.OptEndpoint); err != nil {
+		return nil, fmt.Errorf("open store %s: %w", blobstore.Redact(u), err)
 	}
-	endpoint := opts[OptEndpoint]
+	endpoint := opts[blobstore.OptEndpoint]
 	if endpoint != "" {
 		eu, err := url.Parse(endpoint)
 		if err != nil || (eu.Scheme != "http" && eu.Scheme != "https") || eu.Host == "" || eu.User != nil {
-			return nil, fmt.Errorf("open store %s: endpoint must be an http:// or https:// URL without credentials", Redact(u))
+			return nil, fmt.Errorf("open store %s: endpoint must be an http:// or https:// URL without credentials", blobstore.Redact(u))
 		}
 		// A bare host means the JSON API at its usual path.
 		if eu.Path == "" || eu.Path == "/" {
@@ -101,7 +105,7 @@ func (s *gcsStore) client(ctx context.Context) (*storage.Client, error) {
 // gcsHeaderTimeout bounds the wait for a response's headers, as for S3: a
 // server that takes the connection and never answers is unreachable, not a
 // request that hangs until the activity gives up. A variable for tests.
-var gcsHeaderTimeout = storeHeaderTimeout
+var gcsHeaderTimeout = blobstore.HeaderTimeout
 
 // open builds the client. Reads use the JSON API so that one endpoint
 // serves every request. Retries are set per request (retry). Requests go
@@ -115,7 +119,7 @@ func (s *gcsStore) open(_ context.Context) (*storage.Client, error) {
 	if s.endpoint != "" {
 		opts = append(opts, option.WithEndpoint(s.endpoint))
 	}
-	var rt http.RoundTripper = boundedTransport(gcsHeaderTimeout)
+	var rt http.RoundTripper = blobstore.BoundedTransport(gcsHeaderTimeout)
 	if os.Getenv("STORAGE_EMULATOR_HOST") == "" {
 		auth := []option.ClientOption{option.WithScopes(storage.ScopeFullControl, "https://www.googleapis.com/auth/cloud-platform")}
 		if s.endpoint != "" {
@@ -152,10 +156,10 @@ func gcsRetry() []storage.RetryOption {
 	var retries atomic.Int32
 	return []storage.RetryOption{
 		storage.WithPolicy(storage.RetryAlways),
-		storage.WithMaxAttempts(storeMaxAttempts),
-		storage.WithBackoff(gax.Backoff{Initial: storeBaseBackoff, Max: storeMaxBackoff, Multiplier: 2}),
+		storage.WithMaxAttempts(blobstore.RetryAttempts),
+		storage.WithBackoff(gax.Backoff{Initial: blobstore.RetryBaseBackoff, Max: blobstore.RetryMaxBackoff, Multiplier: 2}),
 		storage.WithErrorFunc(func(err error) bool {
-			return storage.ShouldRetry(err) && retries.Add(1) < storeMaxAttempts
+			return storage.ShouldRetry(err) && retries.Add(1) < blobstore.RetryAttempts
 		}),
 	}
 }
@@ -185,7 +189,7 @@ func (s *gcsStore) object(ctx context.Context, key string) (*storage.ObjectHandl
 // Put implements Store with an unconditional upload; GCS makes the new
 // generation visible only once it is complete.
 func (s *gcsStore) Put(ctx context.Context, key string, data []byte) error {
-	if err := ValidateKey(key); err != nil {
+	if err := blobstore.ValidateKey(key); err != nil {
 		return fmt.Errorf("gs put: %w", err)
 	}
 	o, err := s.object(ctx, key)
@@ -202,7 +206,7 @@ func (s *gcsStore) Put(ctx context.Context, key string, data []byte) error {
 // ifGenerationMatch=0, which GCS answers with 412 when any live generation
 // of the object exists.
 func (s *gcsStore) PutIfAbsent(ctx context.Context, key string, data []byte) error {
-	if err := ValidateKey(key); err != nil {
+	if err := blobstore.ValidateKey(key); err != nil {
 		return fmt.Errorf("gs put-if-absent: %w", err)
 	}
 	o, err := s.object(ctx, key)
@@ -211,7 +215,7 @@ func (s *gcsStore) PutIfAbsent(ctx context.Context, key string, data []byte) err
 	}
 	if err := s.write(ctx, o.If(storage.Conditions{DoesNotExist: true}), data); err != nil {
 		if gcsStatus(err) == http.StatusPreconditionFailed {
-			return fmt.Errorf("gs put-if-absent %s: %w", s.name(key), ErrExists)
+			return fmt.Errorf("gs put-if-absent %s: %w", s.name(key), blobstore.ErrExists)
 		}
 		return s.fail(ctx, "put-if-absent", key, err)
 	}
@@ -235,7 +239,7 @@ func (s *gcsStore) write(ctx context.Context, o *storage.ObjectHandle, data []by
 // Get implements Store. The body is checked against the object's size so a
 // truncated transfer surfaces as ErrShortRead.
 func (s *gcsStore) Get(ctx context.Context, key string) (io.ReadCloser, error) {
-	if err := ValidateKey(key); err != nil {
+	if err := blobstore.ValidateKey(key); err != nil {
 		return nil, fmt.Errorf("gs get: %w", err)
 	}
 	o, err := s.object(ctx, key)
@@ -250,33 +254,25 @@ func (s *gcsStore) Get(ctx context.Context, key string) (io.ReadCloser, error) {
 	if r.Attrs.ContentEncoding == "gzip" {
 		want = -1 // served decompressed: the stored size does not apply
 	}
-	if want < 0 {
-		return r, nil
-	}
-	return &lengthReader{
-		rc:   r,
-		name: s.name(key),
-		want: want,
-		wrapErr: func(err error) error {
-			if ctx.Err() != nil {
-				return err
-			}
-			// The library resumes a broken body with a range request; when
-			// that fails too, the object ended early as far as we can read.
-			if r.Remain() > 0 {
-				err = fmt.Errorf("%w: %w", ErrShortRead, err)
-			}
-			if gcsUnreachable(err) {
-				return fmt.Errorf("%w: %w", ErrUnreachable, err)
-			}
+	return blobstore.CheckLength(r, s.name(key), want, func(err error) error {
+		if ctx.Err() != nil {
 			return err
-		},
-	}, nil
+		}
+		// The library resumes a broken body with a range request; when
+		// that fails too, the object ended early as far as we can read.
+		if r.Remain() > 0 {
+			err = fmt.Errorf("%w: %w", blobstore.ErrShortRead, err)
+		}
+		if gcsUnreachable(err) {
+			return fmt.Errorf("%w: %w", blobstore.ErrUnreachable, err)
+		}
+		return err
+	}), nil
 }
 
 // List implements Store, page by page.
-func (s *gcsStore) List(ctx context.Context, prefix string) ([]ObjectInfo, error) {
-	if err := validatePrefix(prefix); err != nil {
+func (s *gcsStore) List(ctx context.Context, prefix string) ([]blobstore.ObjectInfo, error) {
+	if err := blobstore.ValidatePrefix(prefix); err != nil {
 		return nil, fmt.Errorf("gs list: %w", err)
 	}
 	c, err := s.client(ctx)
@@ -287,7 +283,7 @@ func (s *gcsStore) List(ctx context.Context, prefix string) ([]ObjectInfo, error
 	if err := q.SetAttrSelection([]string{"Name", "Size", "Updated"}); err != nil {
 		return nil, fmt.Errorf("gs list: %w", err)
 	}
-	var out []ObjectInfo
+	var out []blobstore.ObjectInfo
 	it := c.Bucket(s.bucket).Retryer(gcsRetry()...).Objects(ctx, q)
 	for {
 		a, err := it.Next()
@@ -301,7 +297,7 @@ func (s *gcsStore) List(ctx context.Context, prefix string) ([]ObjectInfo, error
 		if key == "" || strings.HasSuffix(key, "/") {
 			continue // folder placeholder, not an object
 		}
-		out = append(out, ObjectInfo{Key: key, Size: a.Size, Modified: a.Updated})
+		out = append(out, blobstore.ObjectInfo{Key: key, Size: a.Size, Modified: a.Updated})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
 	return out, nil
@@ -309,7 +305,7 @@ func (s *gcsStore) List(ctx context.Context, prefix string) ([]ObjectInfo, error
 
 // Delete implements Store.
 func (s *gcsStore) Delete(ctx context.Context, key string) error {
-	if err := ValidateKey(key); err != nil {
+	if err := blobstore.ValidateKey(key); err != nil {
 		return fmt.Errorf("gs delete: %w", err)
 	}
 	o, err := s.object(ctx, key)
@@ -330,9 +326,9 @@ func (s *gcsStore) fail(ctx context.Context, op, key string, err error) error {
 	case ctx.Err() != nil:
 		return fmt.Errorf("gs %s %s: %w", op, name, err)
 	case errors.Is(err, storage.ErrObjectNotExist):
-		return fmt.Errorf("gs %s %s: %w: %w", op, name, ErrNotFound, err)
+		return fmt.Errorf("gs %s %s: %w: %w", op, name, blobstore.ErrNotFound, err)
 	case gcsUnreachable(err):
-		return fmt.Errorf("gs %s %s: %w: %w", op, name, ErrUnreachable, err)
+		return fmt.Errorf("gs %s %s: %w: %w", op, name, blobstore.ErrUnreachable, err)
 	default:
 		return fmt.Errorf("gs %s %s: %w", op, name, err)
 	}
@@ -358,11 +354,5 @@ func gcsUnreachable(err error) bool {
 		return code == http.StatusRequestTimeout || code == http.StatusTooManyRequests ||
 			(code >= 500 && code != http.StatusNotImplemented)
 	}
-	var ne net.Error
-	return errors.As(err, &ne) ||
-		errors.Is(err, syscall.ECONNREFUSED) ||
-		errors.Is(err, syscall.ECONNRESET) ||
-		errors.Is(err, syscall.EPIPE) ||
-		errors.Is(err, io.ErrUnexpectedEOF) ||
-		errors.Is(err, context.DeadlineExceeded)
+	return blobstore.NetworkFailure(err)
 }

@@ -1,4 +1,8 @@
-package blobstore
+// Package azblob is the azblob:// backup store: block blobs in one Azure
+// Blob Storage container under an optional prefix, through the Azure SDK.
+// Linking the package registers the scheme with blobstore (internal/engines
+// links it into the binaries); nothing else imports it.
+package azblob
 
 import (
 	"context"
@@ -20,28 +24,30 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
+
+	"github.com/sluicehq/sluice/internal/blobstore"
 )
 
 // Options of the azblob store. None carries a secret: credentials are named
 // by the worker environment variable that holds them.
 const (
-	// OptAzureAccount is the storage account name.
-	OptAzureAccount = "account"
-	// OptAzureConnectionStringEnv names an environment variable holding an
+	// OptAccount is the storage account name.
+	OptAccount = "account"
+	// OptConnectionStringEnv names an environment variable holding an
 	// Azure Storage connection string (it gives account, endpoint and key).
-	OptAzureConnectionStringEnv = "connection_string_env"
-	// OptAzureAccountKeyEnv names an environment variable holding the
+	OptConnectionStringEnv = "connection_string_env"
+	// OptAccountKeyEnv names an environment variable holding the
 	// account's shared key.
-	OptAzureAccountKeyEnv = "account_key_env"
+	OptAccountKeyEnv = "account_key_env"
 )
 
 // Retry policy for Azure requests, the stores' common one: the SDK retries
 // connection errors, timeouts, 408, 429 and 5xx answers with exponential
 // backoff. Package variables so tests can shorten them.
 var (
-	azMaxRetries    int32 = storeMaxAttempts - 1 // retries after the first attempt
-	azRetryDelay          = storeBaseBackoff
-	azMaxRetryDelay       = storeMaxBackoff
+	azMaxRetries    int32 = blobstore.RetryAttempts - 1 // retries after the first attempt
+	azRetryDelay          = blobstore.RetryBaseBackoff
+	azMaxRetryDelay       = blobstore.RetryMaxBackoff
 )
 
 // azContainerName is Azure's rule for container names.
@@ -56,7 +62,7 @@ type azStore struct {
 }
 
 func init() {
-	Register("azblob", "azblob://container[/prefix]", func(_ context.Context, u *url.URL, opts Options) (Store, error) {
+	blobstore.Register("azblob", "azblob://container[/prefix]", func(_ context.Context, u *url.URL, opts blobstore.Options) (blobstore.Store, error) {
 		st, err := openAzure(u, opts)
 		if err != nil {
 			return nil, err // not a typed nil inside the interface
@@ -70,10 +76,10 @@ func init() {
 // credential from a connection string or an account key held in named
 // environment variables, or else from azidentity's default chain
 // (environment, workload identity, managed identity, Azure CLI, ...).
-func openAzure(u *url.URL, opts Options) (*azStore, error) {
-	name := Redact(u)
+func openAzure(u *url.URL, opts blobstore.Options) (*azStore, error) {
+	name := blobstore.Redact(u)
 	if u.User != nil {
-		return nil, fmt.Errorf("open store %s: credentials in the URL are not accepted; name the variable that holds them with option %s or %s", name, OptAzureAccountKeyEnv, OptAzureConnectionStringEnv)
+		return nil, fmt.Errorf("open store %s: credentials in the URL are not accepted; name the variable that holds them with option %s or %s", name, OptAccountKeyEnv, OptConnectionStringEnv)
 	}
 	if u.RawQuery != "" || u.Fragment != "" {
 		return nil, fmt.Errorf("open store %s: azblob URLs take no query or fragment (a SAS token in the URL is not accepted)", name)
@@ -86,12 +92,12 @@ func openAzure(u *url.URL, opts Options) (*azStore, error) {
 	}
 	prefix := strings.Trim(u.Path, "/")
 	if prefix != "" {
-		if err := ValidateKey(prefix); err != nil {
+		if err := blobstore.ValidateKey(prefix); err != nil {
 			return nil, fmt.Errorf("open store %s: bad prefix: %w", name, err)
 		}
 		prefix += "/"
 	}
-	if err := opts.check("azblob", OptAzureAccount, OptEndpoint, OptAzureConnectionStringEnv, OptAzureAccountKeyEnv); err != nil {
+	if err := opts.Check("azblob", OptAccount, blobstore.OptEndpoint, OptConnectionStringEnv, OptAccountKeyEnv); err != nil {
 		return nil, fmt.Errorf("open store %s: %w", name, err)
 	}
 	client, err := newAzureClient(opts)
@@ -102,9 +108,9 @@ func openAzure(u *url.URL, opts Options) (*azStore, error) {
 }
 
 // newAzureClient builds the service client the options describe.
-func newAzureClient(opts Options) (*azblob.Client, error) {
-	account, endpoint := opts[OptAzureAccount], opts[OptEndpoint]
-	connEnv, keyEnv := opts[OptAzureConnectionStringEnv], opts[OptAzureAccountKeyEnv]
+func newAzureClient(opts blobstore.Options) (*azblob.Client, error) {
+	account, endpoint := opts[OptAccount], opts[blobstore.OptEndpoint]
+	connEnv, keyEnv := opts[OptConnectionStringEnv], opts[OptAccountKeyEnv]
 	copts := &azblob.ClientOptions{ClientOptions: azcore.ClientOptions{
 		Retry: policy.RetryOptions{
 			MaxRetries:    azMaxRetries,
@@ -116,9 +122,9 @@ func newAzureClient(opts Options) (*azblob.Client, error) {
 
 	if connEnv != "" {
 		if keyEnv != "" || account != "" || endpoint != "" {
-			return nil, fmt.Errorf("option %s names the account, endpoint and key itself: give it without %s, %s or %s", OptAzureConnectionStringEnv, OptAzureAccount, OptEndpoint, OptAzureAccountKeyEnv)
+			return nil, fmt.Errorf("option %s names the account, endpoint and key itself: give it without %s, %s or %s", OptConnectionStringEnv, OptAccount, blobstore.OptEndpoint, OptAccountKeyEnv)
 		}
-		cs, err := lookupEnv(OptAzureConnectionStringEnv, connEnv)
+		cs, err := lookupEnv(OptConnectionStringEnv, connEnv)
 		if err != nil {
 			return nil, err
 		}
@@ -132,13 +138,13 @@ func newAzureClient(opts Options) (*azblob.Client, error) {
 
 	if endpoint == "" {
 		if account == "" {
-			return nil, fmt.Errorf("say which storage account: option %s (or %s, or %s)", OptAzureAccount, OptEndpoint, OptAzureConnectionStringEnv)
+			return nil, fmt.Errorf("say which storage account: option %s (or %s, or %s)", OptAccount, blobstore.OptEndpoint, OptConnectionStringEnv)
 		}
 		endpoint = "https://" + account + ".blob.core.windows.net/"
 	}
 	eu, err := url.Parse(endpoint)
 	if err != nil || (eu.Scheme != "http" && eu.Scheme != "https") || eu.Host == "" || eu.User != nil || eu.RawQuery != "" {
-		return nil, fmt.Errorf("option %s must be an http:// or https:// service URL without credentials or query", OptEndpoint)
+		return nil, fmt.Errorf("option %s must be an http:// or https:// service URL without credentials or query", blobstore.OptEndpoint)
 	}
 	if !strings.HasSuffix(endpoint, "/") {
 		endpoint += "/"
@@ -148,12 +154,12 @@ func newAzureClient(opts Options) (*azblob.Client, error) {
 	}
 
 	if keyEnv != "" {
-		key, err := lookupEnv(OptAzureAccountKeyEnv, keyEnv)
+		key, err := lookupEnv(OptAccountKeyEnv, keyEnv)
 		if err != nil {
 			return nil, err
 		}
 		if account == "" {
-			return nil, fmt.Errorf("option %s needs the account name: give option %s", OptAzureAccountKeyEnv, OptAzureAccount)
+			return nil, fmt.Errorf("option %s needs the account name: give option %s", OptAccountKeyEnv, OptAccount)
 		}
 		cred, err := azblob.NewSharedKeyCredential(account, key)
 		if err != nil {
@@ -164,7 +170,7 @@ func newAzureClient(opts Options) (*azblob.Client, error) {
 
 	cred, err := azidentity.NewDefaultAzureCredential(nil)
 	if err != nil {
-		return nil, fmt.Errorf("no Azure credential (set option %s or %s, or configure azidentity's default chain): %w", OptAzureAccountKeyEnv, OptAzureConnectionStringEnv, err)
+		return nil, fmt.Errorf("no Azure credential (set option %s or %s, or configure azidentity's default chain): %w", OptAccountKeyEnv, OptConnectionStringEnv, err)
 	}
 	return azblob.NewClient(endpoint, cred, copts)
 }
@@ -196,7 +202,7 @@ func accountFromEndpoint(u *url.URL) string {
 // newAzureHTTPClient bounds how long a dead server can hold a request:
 // dialing and waiting for response headers time out (and are then retried).
 func newAzureHTTPClient() *http.Client {
-	return &http.Client{Transport: boundedTransport(storeHeaderTimeout)}
+	return &http.Client{Transport: blobstore.BoundedTransport(blobstore.HeaderTimeout)}
 }
 
 // String returns azblob://container/prefix (azblob://container without a
@@ -216,7 +222,7 @@ func (s *azStore) name(key string) string {
 // Put implements Store with one Put Blob request (UploadBuffer sends objects
 // up to 256 MiB whole), which Azure applies atomically.
 func (s *azStore) Put(ctx context.Context, key string, data []byte) error {
-	if err := ValidateKey(key); err != nil {
+	if err := blobstore.ValidateKey(key); err != nil {
 		return fmt.Errorf("azblob put: %w", err)
 	}
 	if _, err := s.client.UploadBuffer(ctx, s.container, s.prefix+key, data, nil); err != nil {
@@ -233,7 +239,7 @@ func (s *azStore) Put(ctx context.Context, key string, data []byte) error {
 // the blob it wrote and this reports ErrExists: callers that must tell
 // "mine" from "theirs" read the object back and compare.
 func (s *azStore) PutIfAbsent(ctx context.Context, key string, data []byte) error {
-	if err := ValidateKey(key); err != nil {
+	if err := blobstore.ValidateKey(key); err != nil {
 		return fmt.Errorf("azblob put-if-absent: %w", err)
 	}
 	etagAny := azcore.ETagAny
@@ -244,7 +250,7 @@ func (s *azStore) PutIfAbsent(ctx context.Context, key string, data []byte) erro
 	})
 	if err != nil {
 		if azConditionFailed(err) {
-			return fmt.Errorf("azblob put-if-absent %s: %w", s.name(key), ErrExists)
+			return fmt.Errorf("azblob put-if-absent %s: %w", s.name(key), blobstore.ErrExists)
 		}
 		return s.fail(ctx, "put-if-absent", key, err)
 	}
@@ -254,26 +260,26 @@ func (s *azStore) PutIfAbsent(ctx context.Context, key string, data []byte) erro
 // Get implements Store. The body is checked against the announced
 // Content-Length so a truncated transfer surfaces as ErrShortRead.
 func (s *azStore) Get(ctx context.Context, key string) (io.ReadCloser, error) {
-	if err := ValidateKey(key); err != nil {
+	if err := blobstore.ValidateKey(key); err != nil {
 		return nil, fmt.Errorf("azblob get: %w", err)
 	}
 	out, err := s.client.DownloadStream(ctx, s.container, s.prefix+key, nil)
 	if err != nil {
 		return nil, s.fail(ctx, "get", key, err)
 	}
-	return checkedBody(ctx, out.Body, out.ContentLength, s.name(key), azUnreachable), nil
+	return blobstore.CheckedBody(ctx, out.Body, out.ContentLength, s.name(key), azUnreachable), nil
 }
 
 // List implements Store with a flat blob listing, page by page.
-func (s *azStore) List(ctx context.Context, prefix string) ([]ObjectInfo, error) {
-	if err := validatePrefix(prefix); err != nil {
+func (s *azStore) List(ctx context.Context, prefix string) ([]blobstore.ObjectInfo, error) {
+	if err := blobstore.ValidatePrefix(prefix); err != nil {
 		return nil, fmt.Errorf("azblob list: %w", err)
 	}
 	var opts azblob.ListBlobsFlatOptions
 	if full := s.prefix + prefix; full != "" {
 		opts.Prefix = &full
 	}
-	var out []ObjectInfo
+	var out []blobstore.ObjectInfo
 	pages := s.client.NewListBlobsFlatPager(s.container, &opts)
 	for pages.More() {
 		page, err := pages.NextPage(ctx)
@@ -288,7 +294,7 @@ func (s *azStore) List(ctx context.Context, prefix string) ([]ObjectInfo, error)
 			if key == "" || strings.HasSuffix(key, "/") {
 				continue // directory marker, not an object
 			}
-			info := ObjectInfo{Key: key}
+			info := blobstore.ObjectInfo{Key: key}
 			if p := item.Properties; p != nil {
 				if p.ContentLength != nil {
 					info.Size = *p.ContentLength
@@ -306,7 +312,7 @@ func (s *azStore) List(ctx context.Context, prefix string) ([]ObjectInfo, error)
 
 // Delete implements Store with Delete Blob.
 func (s *azStore) Delete(ctx context.Context, key string) error {
-	if err := ValidateKey(key); err != nil {
+	if err := blobstore.ValidateKey(key); err != nil {
 		return fmt.Errorf("azblob delete: %w", err)
 	}
 	_, err := s.client.DeleteBlob(ctx, s.container, s.prefix+key, nil)
@@ -334,9 +340,9 @@ func (s *azStore) fail(ctx context.Context, op, key string, err error) error {
 	case ctx.Err() != nil:
 		return fmt.Errorf("azblob %s %s: %w", op, name, err)
 	case azNotFound(err):
-		return fmt.Errorf("azblob %s %s: %w: %w", op, name, ErrNotFound, err)
+		return fmt.Errorf("azblob %s %s: %w: %w", op, name, blobstore.ErrNotFound, err)
 	case azUnreachable(err):
-		return fmt.Errorf("azblob %s %s: %w: %w", op, name, ErrUnreachable, err)
+		return fmt.Errorf("azblob %s %s: %w: %w", op, name, blobstore.ErrUnreachable, err)
 	default:
 		return fmt.Errorf("azblob %s %s: %w", op, name, err)
 	}
@@ -389,5 +395,5 @@ func azUnreachable(err error) bool {
 		return code == http.StatusRequestTimeout || code == http.StatusTooManyRequests ||
 			(code >= 500 && code != http.StatusNotImplemented)
 	}
-	return isUnreachable(err)
+	return blobstore.NetworkFailure(err)
 }
