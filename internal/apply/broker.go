@@ -229,7 +229,7 @@ func RaiseSequences(ctx context.Context, t target.Target, m *chain.Manifest, sch
 	if m.Schema != nil {
 		after = m.Schema
 	}
-	r, err := t.RaiseSequences(ctx, after, m.Sequences, sel)
+	r, err := t.RaiseSequences(ctx, after, m.Sequences, 0, sel)
 	if err != nil {
 		return r, fmt.Errorf("raise the target's sequences to incremental %s: %w", m.ID, err)
 	}

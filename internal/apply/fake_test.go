@@ -75,7 +75,7 @@ func (f *fakeTarget) JudgeIncremental(context.Context, *chain.Chain, *chain.Mani
 	return target.Judgment{}, nil
 }
 
-func (f *fakeTarget) RaiseSequences(_ context.Context, _ *chain.Schema, values map[string]int64, _ *target.Selection) (target.SequenceResult, error) {
+func (f *fakeTarget) RaiseSequences(_ context.Context, _ *chain.Schema, values map[string]int64, _ int64, _ *target.Selection) (target.SequenceResult, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.raiseErr != nil {

@@ -1,7 +1,10 @@
 package target
 
 import (
+	"fmt"
+	"math"
 	"slices"
+	"strconv"
 
 	"github.com/sluicehq/sluice/internal/chain"
 )
@@ -66,9 +69,47 @@ func Counters(s *chain.Schema, values map[string]int64, sel *Selection) []Counte
 
 // SequenceResult is what a target did with recorded counters.
 type SequenceResult struct {
-	// Raised lists the counters moved up, as "name → value".
-	Raised []string
+	// Raised lists the counters moved up, as "name: from → to": from is
+	// the highest value the target's counter had handed out ("unused" when
+	// it had handed out none), to the highest it counts as handed out now.
+	Raised []string `json:"raised,omitempty"`
 	// Skipped lists the counters the target had nothing to move for, as
-	// "name: why". A counter already at or past its value is neither.
-	Skipped []string
+	// "name: why".
+	Skipped []string `json:"skipped,omitempty"`
+	// Kept lists the counters already at or past the value asked for, as
+	// "name: at N, at or past T"; they are left as they are.
+	Kept []string `json:"kept,omitempty"`
+}
+
+// Raised formats one entry of SequenceResult.Raised; handed is false when
+// the counter had handed out nothing.
+func Raised(name string, from int64, handed bool, to int64) string {
+	f := "unused"
+	if handed {
+		f = strconv.FormatInt(from, 10)
+	}
+	return fmt.Sprintf("%s: %s → %d", name, f, to)
+}
+
+// Kept formats one entry of SequenceResult.Kept.
+func Kept(name string, at, want int64) string {
+	return fmt.Sprintf("%s: at %d, at or past %d", name, at, want)
+}
+
+// WithMargin returns v moved margin further in a sequence's direction
+// (down for a negative increment), and false when that leaves int64.
+func WithMargin(v, margin, increment int64) (int64, bool) {
+	if margin <= 0 {
+		return v, true
+	}
+	if increment < 0 {
+		if v < math.MinInt64+margin {
+			return 0, false
+		}
+		return v - margin, true
+	}
+	if v > math.MaxInt64-margin {
+		return 0, false
+	}
+	return v + margin, true
 }

@@ -45,9 +45,12 @@ type Target interface {
 	// with chain.SequencesThrough), never lowering one: after the broker
 	// applies the incremental, and after a restore's incrementals. s is the
 	// schema in force after them; sel, when not nil, leaves the counters of
-	// tables it does not take alone. A counter the target has no
-	// equivalent of is skipped and said so in the result.
-	RaiseSequences(ctx context.Context, s *chain.Schema, values map[string]int64, sel *Selection) (SequenceResult, error)
+	// tables it does not take alone. margin (0 or more; a cutover's
+	// --sequence-margin) moves each counter that much further, in its
+	// direction, than its value. A counter the target has no equivalent
+	// of, or whose value plus margin it cannot hold, is skipped and said
+	// so in the result.
+	RaiseSequences(ctx context.Context, s *chain.Schema, values map[string]int64, margin int64, sel *Selection) (SequenceResult, error)
 
 	// JudgeIncremental decides, before any of m is applied, whether its
 	// replay can be exactly-once on this target (keys, keyless tables,

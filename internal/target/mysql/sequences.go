@@ -12,7 +12,8 @@ import (
 
 // RaiseSequences moves the AUTO_INCREMENT counter of each recorded
 // counter's table past the recorded value (the highest the source handed
-// out) with ALTER TABLE … AUTO_INCREMENT, when the counter is below it; the
+// out, moved margin further) with ALTER TABLE … AUTO_INCREMENT, when the
+// counter is below it; the
 // server never lowers one under the column's largest value anyway. The
 // counter of a table is a MySQL-family source's AUTO_INCREMENT, or a
 // PostgreSQL source's serial or identity sequence, by the table that owns
@@ -20,7 +21,7 @@ import (
 // tables this target creates have none (a key is a plain column, written
 // with the source's values), so such a counter is skipped, and so is a
 // sequence no table owns (the target has no sequences).
-func (t *Target) RaiseSequences(ctx context.Context, s *chain.Schema, values map[string]int64, sel *target.Selection) (target.SequenceResult, error) {
+func (t *Target) RaiseSequences(ctx context.Context, s *chain.Schema, values map[string]int64, margin int64, sel *target.Selection) (target.SequenceResult, error) {
 	var res target.SequenceResult
 	counters := target.Counters(s, values, sel)
 	if len(counters) == 0 {
@@ -45,8 +46,10 @@ func (t *Target) RaiseSequences(ctx context.Context, s *chain.Schema, values map
 		case c.Table == nil:
 			res.Skipped = append(res.Skipped, c.Name+": not in the chain's schema")
 			continue
-		case c.Value >= math.MaxInt64:
-			res.Skipped = append(res.Skipped, fmt.Sprintf("%s: %d leaves no next value", c.Name, c.Value))
+		}
+		v, ok := target.WithMargin(c.Value, margin, 1)
+		if !ok || v == math.MaxInt64 {
+			res.Skipped = append(res.Skipped, fmt.Sprintf("%s: %d with a margin of %d leaves no next value", c.Name, c.Value, margin))
 			continue
 		}
 		name := tableName(c.Table)
@@ -66,14 +69,18 @@ func (t *Target) RaiseSequences(ctx context.Context, s *chain.Schema, values map
 			res.Skipped = append(res.Skipped, c.Name+": the target's table "+name+" has no AUTO_INCREMENT column")
 			continue
 		}
-		want := uint64(c.Value) + 1
-		if c.Value < 0 || next.Valid && next.V >= want {
+		want := uint64(v) + 1
+		if v < 0 {
+			continue
+		}
+		if next.Valid && next.V >= want {
+			res.Kept = append(res.Kept, target.Kept(c.Name, int64(next.V)-1, v))
 			continue
 		}
 		if _, err := conn.ExecContext(ctx, fmt.Sprintf("ALTER TABLE %s AUTO_INCREMENT = %d", quoteIdent(name), want)); err != nil {
 			return res, classify(err, "raise the AUTO_INCREMENT counter of "+name)
 		}
-		res.Raised = append(res.Raised, fmt.Sprintf("%s → %d", c.Name, c.Value))
+		res.Raised = append(res.Raised, target.Raised(c.Name, int64(next.V)-1, next.Valid && next.V > 1, v))
 	}
 	return res, nil
 }

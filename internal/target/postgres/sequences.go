@@ -11,20 +11,20 @@ import (
 )
 
 // RaiseSequences is RaiseSequences on the control connection.
-func (t *Target) RaiseSequences(ctx context.Context, s *chain.Schema, values map[string]int64, sel *target.Selection) (target.SequenceResult, error) {
-	return RaiseSequences(ctx, t.conn, s, values, sel)
+func (t *Target) RaiseSequences(ctx context.Context, s *chain.Schema, values map[string]int64, margin int64, sel *target.Selection) (target.SequenceResult, error) {
+	return RaiseSequences(ctx, t.conn, s, values, margin, sel)
 }
 
 // RaiseSequences moves each recorded counter's sequence on the target up to
-// the recorded value (the highest the source handed out), so the target's
-// next value comes after it; a sequence already there or past it is left
-// as it is. A recorded PostgreSQL sequence is the target's sequence of the
+// the recorded value (the highest the source handed out) moved margin
+// further in the sequence's direction, so the target's next value comes
+// after it; a sequence already there or past it is left as it is. A recorded PostgreSQL sequence is the target's sequence of the
 // same name (restore and the broker create serial and identity sequences
 // under their recorded names). A table's counter (a MySQL-family source's
 // AUTO_INCREMENT) moves the one sequence the target's table owns, when an
 // operator gave it one: the target creates a MySQL-family table's integer
 // key as a plain column. What has no sequence on the target is skipped.
-func RaiseSequences(ctx context.Context, conn *pgx.Conn, s *chain.Schema, values map[string]int64, sel *target.Selection) (target.SequenceResult, error) {
+func RaiseSequences(ctx context.Context, conn *pgx.Conn, s *chain.Schema, values map[string]int64, margin int64, sel *target.Selection) (target.SequenceResult, error) {
 	var res target.SequenceResult
 	for _, c := range target.Counters(s, values, sel) {
 		var seq string
@@ -54,18 +54,29 @@ func RaiseSequences(ctx context.Context, conn *pgx.Conn, s *chain.Schema, values
 			res.Skipped = append(res.Skipped, c.Name+": not in the chain's schema")
 			continue
 		}
-		raised, why, err := raiseSequence(ctx, conn, seq, c.Value)
+		r, err := raiseSequence(ctx, conn, seq, c.Value, margin)
 		if err != nil {
 			return res, err
 		}
 		switch {
-		case why != "":
-			res.Skipped = append(res.Skipped, c.Name+": "+why)
-		case raised:
-			res.Raised = append(res.Raised, fmt.Sprintf("%s → %d", c.Name, c.Value))
+		case r.why != "":
+			res.Skipped = append(res.Skipped, c.Name+": "+r.why)
+		case r.raised:
+			res.Raised = append(res.Raised, target.Raised(c.Name, r.last, r.called, r.to))
+		default:
+			res.Kept = append(res.Kept, target.Kept(c.Name, r.last, r.to))
 		}
 	}
 	return res, nil
+}
+
+// raiseOutcome is what raiseSequence did: whether it moved the sequence,
+// the sequence's last value and is_called before, the value asked for, and
+// why it could not take it.
+type raiseOutcome struct {
+	raised, called bool
+	last, to       int64
+	why            string
 }
 
 // ownedSequences lists the sequences a table owns (serial and identity
@@ -88,18 +99,29 @@ func ownedSequences(ctx context.Context, conn *pgx.Conn, table string) ([]string
 }
 
 // raiseSequence sets seq (a quoted name) so that its next value follows v
-// in its direction (up for a positive increment, down for a negative one),
-// unless it already does; why says why a value cannot be taken.
-func raiseSequence(ctx context.Context, conn *pgx.Conn, seq string, v int64) (raised bool, why string, err error) {
-	var last, inc, lo, hi int64
-	var called bool
-	err = conn.QueryRow(ctx, `SELECT s.last_value, s.is_called, p.seqincrement, p.seqmin, p.seqmax
-		FROM `+seq+` s, pg_sequence p WHERE p.seqrelid = $1::regclass`, seq).Scan(&last, &called, &inc, &lo, &hi)
+// moved margin further, in its direction (up for a positive increment,
+// down for a negative one), unless it already does; why says why a value
+// cannot be taken.
+func raiseSequence(ctx context.Context, conn *pgx.Conn, seq string, v, margin int64) (raiseOutcome, error) {
+	var r raiseOutcome
+	var inc, lo, hi int64
+	err := conn.QueryRow(ctx, `SELECT s.last_value, s.is_called, p.seqincrement, p.seqmin, p.seqmax
+		FROM `+seq+` s, pg_sequence p WHERE p.seqrelid = $1::regclass`, seq).Scan(&r.last, &r.called, &inc, &lo, &hi)
 	if err != nil {
-		return false, "", classify(err, "read sequence "+seq)
+		return r, classify(err, "read sequence "+seq)
 	}
-	if v < lo || v > hi {
-		return false, fmt.Sprintf("%d is outside the target sequence's range %d..%d", v, lo, hi), nil
+	to, ok := target.WithMargin(v, margin, inc)
+	if !ok {
+		r.why = fmt.Sprintf("%d with a margin of %d leaves the 64-bit range", v, margin)
+		return r, nil
+	}
+	r.to = to
+	if to < lo || to > hi {
+		r.why = fmt.Sprintf("%d is outside the target sequence's range %d..%d", to, lo, hi)
+		if margin > 0 {
+			r.why = fmt.Sprintf("%d (%d with a margin of %d) is outside the target sequence's range %d..%d", to, v, margin, lo, hi)
+		}
+		return r, nil
 	}
 	beyond := func(a, b int64) bool { // a comes after b in the sequence's direction
 		if inc < 0 {
@@ -108,11 +130,12 @@ func raiseSequence(ctx context.Context, conn *pgx.Conn, seq string, v int64) (ra
 		return a > b
 	}
 	// Handed out through last (is_called), or next to hand out last.
-	if called && !beyond(v, last) || !called && beyond(last, v) {
-		return false, "", nil
+	if r.called && !beyond(to, r.last) || !r.called && beyond(r.last, to) {
+		return r, nil
 	}
-	if _, err := conn.Exec(ctx, `SELECT setval($1::regclass, $2, true)`, seq, v); err != nil {
-		return false, "", classify(err, "set sequence "+seq)
+	if _, err := conn.Exec(ctx, `SELECT setval($1::regclass, $2, true)`, seq, to); err != nil {
+		return r, classify(err, "set sequence "+seq)
 	}
-	return true, "", nil
+	r.raised = true
+	return r, nil
 }

@@ -33,16 +33,19 @@ func TestRaiseSequences(t *testing.T) {
 	}
 	values := map[string]int64{"public.s_id_seq": 3000, "public.i_id_seq": 7, "public.ahead": 20, "public.down": -40,
 		"public.gone": 5, "shop.orders": 99, "shop.plain": 4, "public.unknown": 1}
-	res, err := RaiseSequences(ctx, conn, s, values, nil)
+	res, err := RaiseSequences(ctx, conn, s, values, 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantRaised := []string{"public.down → -40", "public.i_id_seq → 7", "public.s_id_seq → 3000", "shop.orders → 99"}
+	wantRaised := []string{"public.down: unused → -40", "public.i_id_seq: unused → 7", "public.s_id_seq: unused → 3000", "shop.orders: unused → 99"}
 	if !slices.Equal(res.Raised, wantRaised) {
 		t.Errorf("raised %v, want %v", res.Raised, wantRaised)
 	}
 	if len(res.Skipped) != 3 { // gone, unknown, plain
 		t.Errorf("skipped %v, want public.gone, public.unknown and shop.plain", res.Skipped)
+	}
+	if want := []string{"public.ahead: at 500, at or past 20"}; !slices.Equal(res.Kept, want) {
+		t.Errorf("kept %v, want %v", res.Kept, want)
 	}
 	next := func(seq string) int64 {
 		var v int64
@@ -61,7 +64,7 @@ func TestRaiseSequences(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err = RaiseSequences(ctx, conn, s, map[string]int64{"public.s_id_seq": 10, "public.i_id_seq": 50}, sel)
+	res, err = RaiseSequences(ctx, conn, s, map[string]int64{"public.s_id_seq": 10, "public.i_id_seq": 50}, 0, sel)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,5 +76,24 @@ func TestRaiseSequences(t *testing.T) {
 	}
 	if got := next("public.i_id_seq"); got != 9 {
 		t.Errorf("nextval(i_id_seq) = %d, want 9: its table was left out", got)
+	}
+
+	// A cutover's margin, in each sequence's direction; one the sequence's
+	// range cannot hold is skipped, and the value alone is not taken then.
+	res, err = RaiseSequences(ctx, conn, s, map[string]int64{"public.s_id_seq": 3000, "public.down": -40, "public.i_id_seq": 900}, 100, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"public.down: -41 → -140", "public.i_id_seq: 9 → 1000", "public.s_id_seq: 3002 → 3100"}; !slices.Equal(res.Raised, want) {
+		t.Errorf("raised with a margin %v, want %v", res.Raised, want)
+	}
+	for seq, want := range map[string]int64{"public.s_id_seq": 3101, "public.down": -141, "public.i_id_seq": 1001} {
+		if got := next(seq); got != want {
+			t.Errorf("nextval(%s) = %d after a margin, want %d", seq, got, want)
+		}
+	}
+	res, err = RaiseSequences(ctx, conn, s, map[string]int64{"public.down": -40}, 2000, nil)
+	if err != nil || len(res.Raised) != 0 || len(res.Skipped) != 1 {
+		t.Errorf("a margin past the range: %+v, %v; want it skipped", res, err)
 	}
 }

@@ -11,14 +11,14 @@ import (
 )
 
 // RaiseSequences moves the sqlite_sequence row of each recorded counter's
-// table up to the recorded value (the highest the source handed out), in
-// one transaction. The counter of a table is a MySQL-family source's
+// table up to the recorded value (the highest the source handed out) moved
+// margin further, in one transaction. The counter of a table is a MySQL-family source's
 // AUTO_INCREMENT, or a PostgreSQL source's serial or identity sequence, by
 // the table that owns it. Only an AUTOINCREMENT table keeps such a row; the
 // tables this target creates are rowid tables, whose next key SQLite takes
 // as the largest one plus one, so they need no counter and are skipped, as
 // is a sequence no table owns (SQLite has no sequences).
-func (t *Target) RaiseSequences(ctx context.Context, s *chain.Schema, values map[string]int64, sel *target.Selection) (target.SequenceResult, error) {
+func (t *Target) RaiseSequences(ctx context.Context, s *chain.Schema, values map[string]int64, margin int64, sel *target.Selection) (target.SequenceResult, error) {
 	var res target.SequenceResult
 	counters := target.Counters(s, values, sel)
 	if len(counters) == 0 {
@@ -32,6 +32,11 @@ func (t *Target) RaiseSequences(ctx context.Context, s *chain.Schema, values map
 				continue
 			case c.Table == nil:
 				res.Skipped = append(res.Skipped, c.Name+": not in the chain's schema")
+				continue
+			}
+			v, ok := target.WithMargin(c.Value, margin, 1)
+			if !ok {
+				res.Skipped = append(res.Skipped, fmt.Sprintf("%s: %d with a margin of %d leaves the 64-bit range", c.Name, c.Value, margin))
 				continue
 			}
 			name := tableName(c.Table)
@@ -52,17 +57,18 @@ func (t *Target) RaiseSequences(ctx context.Context, s *chain.Schema, values map
 			switch {
 			case err != nil && err != sql.ErrNoRows:
 				return classify(err, "read the AUTOINCREMENT counter of "+name)
-			case seq.Valid && seq.Int64 >= c.Value:
+			case seq.Valid && seq.Int64 >= v:
+				res.Kept = append(res.Kept, target.Kept(c.Name, seq.Int64, v))
 				continue
 			case seq.Valid:
-				_, err = conn.ExecContext(ctx, `UPDATE sqlite_sequence SET seq = ? WHERE name = ?`, c.Value, name)
+				_, err = conn.ExecContext(ctx, `UPDATE sqlite_sequence SET seq = ? WHERE name = ?`, v, name)
 			default:
-				_, err = conn.ExecContext(ctx, `INSERT INTO sqlite_sequence (name, seq) VALUES (?, ?)`, name, c.Value)
+				_, err = conn.ExecContext(ctx, `INSERT INTO sqlite_sequence (name, seq) VALUES (?, ?)`, name, v)
 			}
 			if err != nil {
 				return classify(err, "raise the AUTOINCREMENT counter of "+name)
 			}
-			res.Raised = append(res.Raised, fmt.Sprintf("%s → %d", c.Name, c.Value))
+			res.Raised = append(res.Raised, target.Raised(c.Name, seq.Int64, seq.Valid, v))
 		}
 		return nil
 	})
