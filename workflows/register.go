@@ -25,8 +25,8 @@ const (
 	// run. It needs the source and the store.
 	RoleProducer Role = "producer"
 	// RoleBroker tails the chain into a target (sync from-backup),
-	// including its cold start, a restore. It needs the store and the
-	// target.
+	// including its cold start, a restore, and cuts a target over (its
+	// sequences). It needs the store and the target.
 	RoleBroker Role = "broker"
 	// RoleRestore restores a chain into a target. It needs the store and
 	// the target.
@@ -57,9 +57,9 @@ func units() map[Role]roleUnit {
 	return map[Role]roleUnit{
 		RoleProducer: {workflows: []any{FullBackupWorkflow, ProducerWorkflow, RotateWorkflow, IncrementalWorkflow}, activities: []string{
 			name(a.FullBackup), name(a.CaptureWindow), name(a.RotateSegment), name(a.RequestProducerStop), name(a.PruneChain)}},
-		RoleBroker: {workflows: append([]any{BrokerWorkflow}, restore.workflows...), activities: append([]string{
+		RoleBroker: {workflows: append([]any{BrokerWorkflow, CutoverWorkflow}, restore.workflows...), activities: append([]string{
 			name(a.PrepareBroker), name(a.InitBrokerPosition), name(a.WaitForLinks), name(a.CheckChainForBroker),
-			name(a.PlanBrokerCut), name(a.JudgeBrokerIncremental), name(a.ApplyBrokerIncremental)}, restore.activities...)},
+			name(a.PlanBrokerCut), name(a.JudgeBrokerIncremental), name(a.ApplyBrokerIncremental), name(a.RaiseCutoverSequences)}, restore.activities...)},
 		RoleRestore: restore,
 		RoleMaintenance: {workflows: []any{VerifyWorkflow, CompactWorkflow}, activities: []string{
 			name(a.VerifyTables), name(a.WaitBrokerAtTip), name(a.CompactChain)}},

@@ -51,7 +51,7 @@ func registered(roles ...Role) (workflows, acts []string) {
 // each once: a worker of all roles is the worker of before roles existed.
 func TestAllRolesRegisterEverything(t *testing.T) {
 	wfs, acts := registered(Roles...)
-	want := []string{"BrokerWorkflow", "CompactWorkflow", "FullBackupWorkflow", "IncrementalWorkflow", "ProducerWorkflow", "RestoreWorkflow", "RotateWorkflow", "VerifyWorkflow"}
+	want := []string{"BrokerWorkflow", "CompactWorkflow", "CutoverWorkflow", "FullBackupWorkflow", "IncrementalWorkflow", "ProducerWorkflow", "RestoreWorkflow", "RotateWorkflow", "VerifyWorkflow"}
 	if !slices.Equal(wfs, want) {
 		t.Errorf("all roles register workflows %v, want %v", wfs, want)
 	}
