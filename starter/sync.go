@@ -26,7 +26,7 @@ func brokerID(stream string) string { return "broker/" + stream }
 func (c *cli) syncCmd() *cobra.Command {
 	sync := &cobra.Command{Use: "sync", Short: "Replicate into a target"}
 	fb := &cobra.Command{Use: "from-backup", Short: "Replay a backup chain into a target, exactly once (the broker)"}
-	fb.AddCommand(c.brokerRunCmd(), c.brokerStopCmd(), c.brokerStatusCmd(), c.brokerPauseCmd(), c.brokerResumeCmd(), c.brokerTuneCmd())
+	fb.AddCommand(c.brokerRunCmd(), c.brokerStopCmd(), c.brokerStatusCmd(), c.brokerPauseCmd(), c.brokerResumeCmd(), c.brokerTuneCmd(), c.brokerCutoverCmd())
 	sync.AddCommand(fb)
 	return sync
 }
