@@ -100,7 +100,7 @@ type Filter struct {
 	// LearnPartition: a partition crosses, is cut and masked as the root
 	// of its tree.
 	mu      sync.Mutex
-	parents map[string]string
+	parents Partitions
 }
 
 // Compile checks s and resolves its mask key through lookupEnv (os.LookupEnv
@@ -114,7 +114,7 @@ func Compile(s Spec, lookupEnv func(string) (string, bool)) (*Filter, error) {
 		return nil, err
 	}
 	tables, _ := NewTables(s.IncludeTables, s.ExcludeTables)
-	f := &Filter{spec: s, tables: tables, excluded: map[string]map[string]bool{}, masks: map[string]map[string]Strategy{}, parents: map[string]string{}}
+	f := &Filter{spec: s, tables: tables, excluded: map[string]map[string]bool{}, masks: map[string]map[string]Strategy{}, parents: Partitions{}}
 	for _, c := range s.ExcludeColumns {
 		sch, tbl, col, _ := splitColumn(c)
 		q := sch + "." + tbl
@@ -187,14 +187,7 @@ func (f *Filter) Knows(q string) bool {
 func (f *Filter) root(q string) string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	for range 64 {
-		p, ok := f.parents[q]
-		if !ok {
-			break
-		}
-		q = p
-	}
-	return q
+	return f.parents.Root(q)
 }
 
 // Record is what the chain records of f: nil for a nil filter.

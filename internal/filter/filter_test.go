@@ -292,7 +292,7 @@ func TestReferencedTable(t *testing.T) {
 		"FOREIGN KEY (`a`) REFERENCES `shop`.`orders` (`id`)":            "shop.orders",
 		"FOREIGN KEY (`a`) REFERENCES `orders` (`id`) ON UPDATE CASCADE": "app.orders",
 	} {
-		s, n, ok := referencedTable(def, "app")
+		s, n, ok := ReferencedTable(def, "app")
 		if !ok || s+"."+n != want {
 			t.Errorf("%s: %s.%s, want %s", def, s, n, want)
 		}
@@ -349,5 +349,33 @@ func TestPartitionsFollowTheirRoot(t *testing.T) {
 	f.LearnPartition("app.events_2027", "app.events")
 	if !f.Includes("app", "events_2027") || f.Includes("app", "other_2027") {
 		t.Fatal("a partition learned later does not follow its root")
+	}
+}
+
+// A sequence a table or column left out owns does not cross: the target
+// could not attach it (a full's schema names the owner).
+func TestSequencesOfWhatIsLeftOutDoNotCross(t *testing.T) {
+	users := usersTable()
+	audit := chain.Table{Schema: "app", Name: "audit_log", Columns: []chain.Column{col("id", "bigint", intKind(), true)}}
+	s := &chain.Schema{Tables: []chain.Table{audit, users}, Sequences: []chain.Sequence{
+		{Schema: "app", Name: "audit_log_id_seq", OwnedByTable: "audit_log", OwnedByColumn: "id"},
+		{Schema: "app", Name: "users_notes_seq", OwnedByTable: "users", OwnedByColumn: "notes"},
+		{Schema: "app", Name: "users_id_seq", OwnedByTable: "users", OwnedByColumn: "id"},
+		{Schema: "app", Name: "free_seq"},
+	}}
+	f, _ := Compile(Spec{ExcludeTables: []string{"app.audit_log"}, ExcludeColumns: []string{"app.users.notes"}}, env(nil))
+	out, _, err := f.ShapeSchema(s, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, q := range out.Sequences {
+		names = append(names, q.Name)
+	}
+	if got := strings.Join(names, ","); got != "users_id_seq,free_seq" {
+		t.Fatalf("sequences %s, want users_id_seq,free_seq", got)
+	}
+	if len(s.Sequences) != 4 {
+		t.Fatal("the source schema was changed")
 	}
 }

@@ -164,7 +164,6 @@ func (f *Filter) ShapeSchema(s *chain.Schema, enc FixedEncoder) (*chain.Schema, 
 		if err != nil {
 			return nil, nil, err
 		}
-		sh.Table = f.withoutForeignKeysOut(sh.Table)
 		shapes[t.QualifiedName()] = sh
 		out.Tables = append(out.Tables, *sh.Table)
 	}
@@ -184,7 +183,31 @@ func (f *Filter) ShapeSchema(s *chain.Schema, enc FixedEncoder) (*chain.Schema, 
 			}
 		}
 	}
-	return &out, shapes, nil
+	// Foreign keys to tables left out, and sequences owned by a table or
+	// column left out, go too: the target could not create them.
+	shaped, _ := KeepTables(&out, func(q string) bool {
+		schema, name, _ := strings.Cut(q, ".")
+		return f.Includes(schema, name)
+	})
+	shaped.Sequences = f.withoutExcludedOwners(shaped.Sequences)
+	for i := range shaped.Tables {
+		shapes[shaped.Tables[i].QualifiedName()].Table = &shaped.Tables[i]
+	}
+	return shaped, shapes, nil
+}
+
+// withoutExcludedOwners leaves out the sequences whose owning column is
+// excluded: the column, and the default that used the sequence, do not
+// cross.
+func (f *Filter) withoutExcludedOwners(seqs []chain.Sequence) []chain.Sequence {
+	var out []chain.Sequence
+	for _, q := range seqs {
+		if q.OwnedByColumn != "" && f.excluded[f.root(q.Schema+"."+q.OwnedByTable)][q.OwnedByColumn] {
+			continue
+		}
+		out = append(out, q)
+	}
+	return out
 }
 
 func maskColumns(m map[string]map[string]Strategy) map[string]map[string]bool {
@@ -196,50 +219,6 @@ func maskColumns(m map[string]map[string]Strategy) map[string]map[string]bool {
 		}
 	}
 	return out
-}
-
-// withoutForeignKeysOut leaves out of t its foreign keys to tables the
-// filter leaves out: the target does not hold the referenced rows.
-func (f *Filter) withoutForeignKeysOut(t *chain.Table) *chain.Table {
-	var kept []chain.Constraint
-	dropped := false
-	for _, con := range t.Constraints {
-		if con.Type == "f" {
-			if schema, name, ok := referencedTable(con.Definition, t.Schema); ok && !f.Includes(schema, name) {
-				dropped = true
-				continue
-			}
-		}
-		kept = append(kept, con)
-	}
-	if !dropped {
-		return t
-	}
-	out := *t
-	out.Constraints = kept
-	return &out
-}
-
-// referencedTable reads the table a foreign key definition references
-// ("FOREIGN KEY (a) REFERENCES s.t(b)"; an unqualified name is in schema).
-func referencedTable(def, schema string) (string, string, bool) {
-	i := strings.Index(strings.ToUpper(def), "REFERENCES")
-	if i < 0 {
-		return "", "", false
-	}
-	rest := strings.TrimSpace(def[i+len("REFERENCES"):])
-	toks := identifiers(rest)
-	if len(toks) == 0 {
-		return "", "", false
-	}
-	// Qualified when the first name is followed by a dot.
-	first := toks[0]
-	after := rest[strings.Index(rest, first)+len(first):]
-	after = strings.TrimLeft(after, "\"`")
-	if strings.HasPrefix(after, ".") && len(toks) >= 2 {
-		return first, toks[1], true
-	}
-	return schema, first, true
 }
 
 func (f *Filter) shape(t *chain.Table, s *chain.Schema, enc FixedEncoder, strict bool) (*Shape, error) {

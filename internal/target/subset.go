@@ -1,7 +1,6 @@
 package target
 
 import (
-	"regexp"
 	"slices"
 	"strings"
 
@@ -69,7 +68,7 @@ func (s Subset) Select(schema *chain.Schema) (*Selection, error) {
 	if err != nil {
 		return nil, err
 	}
-	sel := &Selection{tables: tables, parent: map[string]string{}}
+	sel := &Selection{tables: tables, parent: filter.Partitions{}}
 	if schema != nil {
 		for i := range schema.Tables {
 			sel.follow(&schema.Tables[i])
@@ -85,18 +84,13 @@ func (s Subset) Select(schema *chain.Schema) (*Selection, error) {
 // nil *Selection takes everything. It is not safe for concurrent use.
 type Selection struct {
 	tables *filter.Tables
-	// parent maps a partition's qualified name to its partitioned table's.
-	parent map[string]string
+	// parent knows the partition trees of the schema and of the schema
+	// changes it was shown.
+	parent filter.Partitions
 }
 
 // follow records a table's place in a partition tree.
-func (s *Selection) follow(t *chain.Table) {
-	if t.PartitionOf != "" {
-		s.parent[t.QualifiedName()] = t.PartitionOf
-	} else {
-		delete(s.parent, t.QualifiedName())
-	}
-}
+func (s *Selection) follow(t *chain.Table) { s.parent.Follow(t) }
 
 // Takes reports whether the table named qualified ("schema.name") is in
 // the subset: whether the root of its partition tree matches the patterns.
@@ -104,15 +98,7 @@ func (s *Selection) Takes(qualified string) bool {
 	if s == nil {
 		return true
 	}
-	root := qualified
-	for range len(s.parent) {
-		p, ok := s.parent[root]
-		if !ok {
-			break
-		}
-		root = p
-	}
-	return s.tables.MatchQualified(root)
+	return s.tables.MatchQualified(s.parent.Root(qualified))
 }
 
 // Keep decides one record of an incremental: begin and commit records are
@@ -168,71 +154,14 @@ func (s *Selection) Visit(visit func(*chain.Change) error) func(*chain.Change) e
 }
 
 // Schema returns the part of schema the subset takes, and the qualified
-// names of the tables it leaves out (in schema order). Sequences owned by a
-// table left out go with it, and so do the foreign keys of a table taken
-// that reference one left out (the target could not create them); enums,
-// types, free sequences and schemas stay. A nil Selection returns schema
-// itself.
+// names of the tables it leaves out (filter.KeepTables: foreign keys to and
+// sequences owned by a table left out go with it). A nil Selection returns
+// schema itself.
 func (s *Selection) Schema(schema *chain.Schema) (*chain.Schema, []string) {
 	if s == nil || schema == nil {
 		return schema, nil
 	}
-	out := *schema
-	out.Tables = nil
-	var left []string
-	for i := range schema.Tables {
-		t := schema.Tables[i]
-		if !s.Takes(t.QualifiedName()) {
-			left = append(left, t.QualifiedName())
-			continue
-		}
-		t.Constraints = nil
-		for _, c := range schema.Tables[i].Constraints {
-			if c.Type == "f" {
-				if ref, ok := referencedTable(t.Schema, c.Definition); ok && !s.Takes(ref) {
-					continue
-				}
-			}
-			t.Constraints = append(t.Constraints, c)
-		}
-		out.Tables = append(out.Tables, t)
-	}
-	if len(left) == 0 {
-		return schema, nil
-	}
-	out.Sequences = nil
-	for _, q := range schema.Sequences {
-		if q.OwnedByTable != "" && !s.Takes(q.Schema+"."+q.OwnedByTable) {
-			continue
-		}
-		out.Sequences = append(out.Sequences, q)
-	}
-	return &out, left
-}
-
-// referencesClause finds the table a FOREIGN KEY definition references:
-// one identifier or two, each plain or double-quoted.
-var referencesClause = regexp.MustCompile(`REFERENCES\s+("(?:[^"]|"")+"|[^\s."(]+)(?:\.("(?:[^"]|"")+"|[^\s."(]+))?`)
-
-// referencedTable reads the qualified name of the table a foreign key
-// definition references; an unqualified name is in schema, the referencing
-// table's.
-func referencedTable(schema, definition string) (string, bool) {
-	m := referencesClause.FindStringSubmatch(definition)
-	if m == nil {
-		return "", false
-	}
-	if m[2] == "" {
-		return schema + "." + unquoteIdent(m[1]), true
-	}
-	return unquoteIdent(m[1]) + "." + unquoteIdent(m[2]), true
-}
-
-func unquoteIdent(s string) string {
-	if len(s) >= 2 && s[0] == '"' && s[len(s)-1] == '"' {
-		return strings.ReplaceAll(s[1:len(s)-1], `""`, `"`)
-	}
-	return s
+	return filter.KeepTables(schema, s.Takes)
 }
 
 // SubsetChanged is the refusal of a broker run whose subset differs from
