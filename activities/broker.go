@@ -114,7 +114,7 @@ func (a *Activities) prepareBroker(ctx context.Context, p BrokerStartParams) (Br
 	if found {
 		tok, decodeErr = apply.Decode(row.Token, row.Checksum)
 		if errors.Is(decodeErr, apply.ErrForeign) {
-			return BrokerStart{}, errcode.Wrap(errcode.BrokerPositionForeign, decodeErr, "stream %q in sluice_cdc_state", p.Stream)
+			return BrokerStart{}, positionUnreadable(p.Stream, decodeErr)
 		}
 	}
 	if p.Reset {
@@ -161,7 +161,7 @@ func (a *Activities) prepareBroker(ctx context.Context, p BrokerStartParams) (Br
 		return BrokerStart{Mode: ModeReset, ChainID: cat.ChainID, Tail: tail}, nil
 	}
 	if found && decodeErr != nil {
-		return BrokerStart{}, errcode.Wrap(errcode.BrokerPositionCorrupt, decodeErr, "stream %q in sluice_cdc_state", p.Stream)
+		return BrokerStart{}, positionUnreadable(p.Stream, decodeErr)
 	}
 	if found && decodeErr == nil {
 		// Before anything else: a store that lost what this target
@@ -171,7 +171,7 @@ func (a *Activities) prepareBroker(ctx context.Context, p BrokerStartParams) (Br
 		}
 	}
 	if found && tok.ChainID != cat.ChainID {
-		return BrokerStart{}, errcode.New(errcode.BrokerChainMismatch, "stream %q holds a position in chain %s; %s holds chain %s", p.Stream, tok.ChainID, p.Store.URL, cat.ChainID)
+		return BrokerStart{}, chainMismatch(p.Stream, tok.ChainID, p.Store.URL, cat.ChainID)
 	}
 	if found && !tok.Subset.Equal(p.Subset) {
 		// A table newly taken would lack its history, one newly left out
@@ -453,6 +453,22 @@ func positionIn(cat *chain.Catalog, last string) (int, bool) {
 		return -1, true
 	}
 	return 0, false
+}
+
+// positionUnreadable is the refusal of a stream's position row that does
+// not decode: another writer's (BROKER-POSITION-FOREIGN) or damaged
+// (BROKER-POSITION-CORRUPT).
+func positionUnreadable(stream string, err error) error {
+	if errors.Is(err, apply.ErrForeign) {
+		return errcode.Wrap(errcode.BrokerPositionForeign, err, "stream %q in sluice_cdc_state", stream)
+	}
+	return errcode.Wrap(errcode.BrokerPositionCorrupt, err, "stream %q in sluice_cdc_state", stream)
+}
+
+// chainMismatch is the refusal of a stream whose position names another
+// chain than the store holds.
+func chainMismatch(stream, have, store, chainID string) error {
+	return errcode.New(errcode.BrokerChainMismatch, "stream %q holds a position in chain %s; %s holds chain %s", stream, have, store, chainID)
 }
 
 // positionPruned is the refusal of a broker whose position retention pruned.

@@ -2,7 +2,6 @@ package activities
 
 import (
 	"context"
-	"errors"
 
 	"github.com/sluicehq/sluice/internal/apply"
 	"github.com/sluicehq/sluice/internal/chain"
@@ -72,13 +71,11 @@ func (a *Activities) raiseCutoverSequences(ctx context.Context, p CutoverParams)
 		return CutoverResult{}, errcode.New(errcode.CutoverBehind, "the target holds no position for stream %q: no broker of it applied the chain at %s here", p.Stream, p.Store.URL)
 	}
 	tok, err := apply.Decode(row.Token, row.Checksum)
-	switch {
-	case errors.Is(err, apply.ErrForeign):
-		return CutoverResult{}, errcode.Wrap(errcode.BrokerPositionForeign, err, "stream %q in sluice_cdc_state", p.Stream)
-	case err != nil:
-		return CutoverResult{}, errcode.Wrap(errcode.BrokerPositionCorrupt, err, "stream %q in sluice_cdc_state", p.Stream)
-	case tok.ChainID != cat.ChainID:
-		return CutoverResult{}, errcode.New(errcode.BrokerChainMismatch, "stream %q holds a position in chain %s; %s holds chain %s", p.Stream, tok.ChainID, p.Store.URL, cat.ChainID)
+	if err != nil {
+		return CutoverResult{}, positionUnreadable(p.Stream, err)
+	}
+	if tok.ChainID != cat.ChainID {
+		return CutoverResult{}, chainMismatch(p.Stream, tok.ChainID, p.Store.URL, cat.ChainID)
 	}
 	res := CutoverResult{ChainID: cat.ChainID, LastApplied: tok.LastApplied}
 	at := tok.LastApplied
