@@ -2,7 +2,6 @@ package integration
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -21,18 +20,7 @@ import (
 // the broker workflow has completed, and an insert on the target takes a
 // key past the source's largest plus 500. A second cutover moves nothing.
 func TestCutoverMovesSequencesPastTheSource(t *testing.T) {
-	src := testenv.CreateDB(t, "cutsrc")
-	testenv.Exec(t, src, `CREATE TABLE s (id serial PRIMARY KEY, v text);
-		CREATE TABLE i (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, v text);
-		INSERT INTO s (v) VALUES ('first'); INSERT INTO i (v) VALUES ('first');`)
-	chainURL := fileChain(t)
-	mustSluice(t, "backup", "full", "--source", testenv.DSN(src), "--target", chainURL, "--chain-slot")
-	mustSluice(t, "backup", "stream", "run", "--source", testenv.DSN(src), "--target", chainURL,
-		"--rollover-window", "1s", "--detach")
-	dst := testenv.CreateDB(t, "cutdst")
-	stream := fmt.Sprintf("%s-%d", strings.ToLower(t.Name()), time.Now().UnixNano()%1e6)
-	mustSluice(t, "sync", "from-backup", "run", "--backup-target", chainURL, "--target", testenv.DSN(dst),
-		"--stream-id", stream, "--poll-interval", "300ms", "--reset-target-data", "--yes", "--detach")
+	src, dst, chainURL, stream := startSequenceStream(t, "cut")
 
 	testenv.Exec(t, src, `INSERT INTO s (v) SELECT 'x' FROM generate_series(2, 3000);
 		INSERT INTO i (v) SELECT 'y' FROM generate_series(2, 700);`)
@@ -67,16 +55,8 @@ func TestCutoverMovesSequencesPastTheSource(t *testing.T) {
 		}
 	}
 
-	last := func(db, seq string) int64 {
-		t.Helper()
-		var v int
-		if err := queryInt(t, db, fmt.Sprintf(`SELECT coalesce(last_value, 0)::int FROM pg_sequences WHERE schemaname = 'public' AND sequencename = '%s'`, seq), &v); err != nil {
-			t.Fatalf("%s of %s: %v", seq, db, err)
-		}
-		return int64(v)
-	}
 	for _, seq := range []string{"s_id_seq", "i_id_seq"} {
-		if s, d := last(src, seq), last(dst, seq); d < s+500 {
+		if s, d := lastValue(t, src, seq), lastValue(t, dst, seq); d < s+500 {
 			t.Errorf("%s: the target is at %d after the cutover, the source at %d; want at least %d", seq, d, s, s+500)
 		}
 	}

@@ -16,18 +16,7 @@ import (
 // colliding (before sequences travelled: the source at 3000, the target at
 // 1). A restore of the same chain is raised the same way.
 func TestSequencesFollowTheSource(t *testing.T) {
-	src := testenv.CreateDB(t, "seqsrc")
-	testenv.Exec(t, src, `CREATE TABLE s (id serial PRIMARY KEY, v text);
-		CREATE TABLE i (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, v text);
-		INSERT INTO s (v) VALUES ('first'); INSERT INTO i (v) VALUES ('first');`)
-	chainURL := fileChain(t)
-	mustSluice(t, "backup", "full", "--source", testenv.DSN(src), "--target", chainURL, "--chain-slot")
-	mustSluice(t, "backup", "stream", "run", "--source", testenv.DSN(src), "--target", chainURL,
-		"--rollover-window", "1s", "--detach")
-	dst := testenv.CreateDB(t, "seqdst")
-	stream := fmt.Sprintf("%s-%d", strings.ToLower(t.Name()), time.Now().UnixNano()%1e6)
-	mustSluice(t, "sync", "from-backup", "run", "--backup-target", chainURL, "--target", testenv.DSN(dst),
-		"--stream-id", stream, "--poll-interval", "300ms", "--reset-target-data", "--yes", "--detach")
+	src, dst, chainURL, stream := startSequenceStream(t, "seq")
 
 	// Two windows' worth: the second moves only the serial.
 	testenv.Exec(t, src, `INSERT INTO s (v) SELECT 'x' FROM generate_series(2, 1500);
@@ -39,16 +28,8 @@ func TestSequencesFollowTheSource(t *testing.T) {
 	waitWorkflowEnd(t, "producer/"+chainURL, time.Minute)
 	waitBrokerAt(t, stream, lastIncremental(t, chainURL, nil), 2*time.Minute)
 
-	last := func(db, seq string) int64 {
-		t.Helper()
-		var v int
-		if err := queryInt(t, db, fmt.Sprintf(`SELECT coalesce(last_value, 0)::int FROM pg_sequences WHERE schemaname = 'public' AND sequencename = '%s'`, seq), &v); err != nil {
-			t.Fatalf("%s of %s: %v", seq, db, err)
-		}
-		return int64(v)
-	}
 	for _, seq := range []string{"s_id_seq", "i_id_seq"} {
-		if s, d := last(src, seq), last(dst, seq); d < s {
+		if s, d := lastValue(t, src, seq), lastValue(t, dst, seq); d < s {
 			t.Errorf("%s: the broker's target is at %d, the source at %d", seq, d, s)
 		}
 	}
@@ -75,4 +56,35 @@ func TestSequencesFollowTheSource(t *testing.T) {
 	if s, i := insert(restored); s <= 3000 || i <= 700 {
 		t.Errorf("the restored target handed out s.id %d and i.id %d; want past 3000 and 700", s, i)
 	}
+}
+
+// startSequenceStream makes a PostgreSQL source (prefix names its
+// databases) with a serial and an identity column, a chain with a running
+// producer, and a broker started cold into a fresh PostgreSQL target.
+func startSequenceStream(t *testing.T, prefix string) (src, dst, chainURL, stream string) {
+	t.Helper()
+	src = testenv.CreateDB(t, prefix+"src")
+	testenv.Exec(t, src, `CREATE TABLE s (id serial PRIMARY KEY, v text);
+		CREATE TABLE i (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, v text);
+		INSERT INTO s (v) VALUES ('first'); INSERT INTO i (v) VALUES ('first');`)
+	chainURL = fileChain(t)
+	mustSluice(t, "backup", "full", "--source", testenv.DSN(src), "--target", chainURL, "--chain-slot")
+	mustSluice(t, "backup", "stream", "run", "--source", testenv.DSN(src), "--target", chainURL,
+		"--rollover-window", "1s", "--detach")
+	dst = testenv.CreateDB(t, prefix+"dst")
+	stream = fmt.Sprintf("%s-%d", strings.ToLower(t.Name()), time.Now().UnixNano()%1e6)
+	mustSluice(t, "sync", "from-backup", "run", "--backup-target", chainURL, "--target", testenv.DSN(dst),
+		"--stream-id", stream, "--poll-interval", "300ms", "--reset-target-data", "--yes", "--detach")
+	return src, dst, chainURL, stream
+}
+
+// lastValue returns the last value of sequence public.seq in db (0 before
+// its first).
+func lastValue(t *testing.T, db, seq string) int64 {
+	t.Helper()
+	var v int
+	if err := queryInt(t, db, fmt.Sprintf(`SELECT coalesce(last_value, 0)::int FROM pg_sequences WHERE schemaname = 'public' AND sequencename = '%s'`, seq), &v); err != nil {
+		t.Fatalf("%s of %s: %v", seq, db, err)
+	}
+	return int64(v)
 }
