@@ -22,6 +22,70 @@ type Schema struct {
 	ExtensionSchemas map[string]string `json:"extension_schemas,omitempty"`
 	// Schemas are the namespaces that hold the tables and types.
 	Schemas []string `json:"schemas,omitempty"`
+	// Objects are the source's schema objects that are neither tables,
+	// types nor sequences (views, routines, triggers, rules, policies,
+	// comments, grants, events), in the order they must be created: each
+	// after every object and table it depends on. Absent in chains written
+	// before they were recorded.
+	Objects []Object `json:"objects,omitempty"`
+}
+
+// ObjectKind names what a recorded schema object is.
+type ObjectKind string
+
+// The kinds of recorded schema objects.
+const (
+	ObjectView             ObjectKind = "view"
+	ObjectMaterializedView ObjectKind = "materialized_view"
+	ObjectFunction         ObjectKind = "function"
+	ObjectProcedure        ObjectKind = "procedure"
+	ObjectTrigger          ObjectKind = "trigger"
+	ObjectRule             ObjectKind = "rule"
+	ObjectPolicy           ObjectKind = "policy"
+	// ObjectRowSecurity is a table's row-level security switch (ENABLE,
+	// and FORCE when set).
+	ObjectRowSecurity ObjectKind = "row_security"
+	ObjectComment     ObjectKind = "comment"
+	ObjectGrant       ObjectKind = "grant"
+	// ObjectEvent is a MySQL-family scheduled event (created disabled on
+	// a target).
+	ObjectEvent ObjectKind = "event"
+)
+
+// Object is one recorded schema object other than a table, a type or a
+// sequence. Its definition is the source engine's own statement text:
+// only a target of the same engine runs it, and only from a chain whose
+// signature was verified or a store the operator declared trusted.
+type Object struct {
+	// Kind says what the object is.
+	Kind ObjectKind `json:"kind"`
+	// Schema is the namespace the object lives in (PostgreSQL schema or
+	// MySQL database).
+	Schema string `json:"schema,omitempty"`
+	// Name is the object's name; for a function or procedure it includes
+	// the argument types ("f(integer, text)"), for a comment or a grant it
+	// names what it is on ("column public.t.c", "table public.t").
+	Name string `json:"name"`
+	// Table is the qualified table a trigger, rule, policy or row-security
+	// switch belongs to, empty for the others.
+	Table string `json:"table,omitempty"`
+	// Definition is the statement (or statements, each ending in ";")
+	// that creates the object on an empty target of the source's engine.
+	Definition string `json:"definition"`
+	// Roles are the roles the definition names (owners excluded) that
+	// must exist on the target: a grant's grantees, a policy's roles.
+	Roles []string `json:"roles,omitempty"`
+	// Definer is a MySQL-family view's, routine's, trigger's or event's
+	// DEFINER ("user@host"), kept apart from the definition so a target
+	// can map it.
+	Definer string `json:"definer,omitempty"`
+}
+
+// Key identifies an object within a schema: two recordings of the same
+// object have the same key, and a changed definition under one key is an
+// object altered.
+func (o *Object) Key() string {
+	return string(o.Kind) + " " + o.Schema + " " + o.Table + " " + o.Name
 }
 
 // Table is one recorded table.
