@@ -52,6 +52,17 @@ type Target interface {
 	// so in the result.
 	RaiseSequences(ctx context.Context, s *chain.Schema, values map[string]int64, margin int64, sel *Selection) (SequenceResult, error)
 
+	// ApplyObjects moves the target's recorded schema objects (views,
+	// routines, triggers, ...: chain.Schema.Objects) from the set from to
+	// the set to, after the tables and keys exist: nil from creates every
+	// object of to (a restore, a broker's cold start); otherwise objects
+	// only in from are dropped, objects only in to created, and objects
+	// whose definition changed replaced. A target runs only definitions
+	// of its own engine; the caller has checked that the chain's
+	// signature was verified or that the operator trusts the store. What
+	// it does not apply is listed in the result's Skipped, with why.
+	ApplyObjects(ctx context.Context, from, to []chain.Object, o ObjectOptions) (ObjectResult, error)
+
 	// JudgeIncremental decides, before any of m is applied, whether its
 	// replay can be exactly-once on this target (keys, keyless tables,
 	// marks), refusing with a coded error when it cannot. sel, when not

@@ -1,0 +1,15 @@
+package sqlite
+
+import (
+	"context"
+
+	"github.com/sluicehq/sluice/internal/chain"
+	"github.com/sluicehq/sluice/internal/target"
+)
+
+// ApplyObjects implements target.Target.
+func (t *Target) ApplyObjects(ctx context.Context, from, to []chain.Object, o target.ObjectOptions) (target.ObjectResult, error) {
+	var r target.ObjectResult
+	r.SkipAll(to, "not applied by this target yet")
+	return r, nil
+}
