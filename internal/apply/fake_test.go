@@ -75,6 +75,12 @@ func (f *fakeTarget) JudgeIncremental(context.Context, *chain.Chain, *chain.Mani
 	return target.Judgment{}, nil
 }
 
+func (f *fakeTarget) ApplyObjects(_ context.Context, _, to []chain.Object, _ target.ObjectOptions) (target.ObjectResult, error) {
+	var r target.ObjectResult
+	r.SkipAll(to, "fake target")
+	return r, nil
+}
+
 func (f *fakeTarget) RaiseSequences(_ context.Context, _ *chain.Schema, values map[string]int64, _ int64, _ *target.Selection) (target.SequenceResult, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
