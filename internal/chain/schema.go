@@ -1,6 +1,10 @@
 package chain
 
-import "github.com/sluicehq/sluice/internal/value"
+import (
+	"slices"
+
+	"github.com/sluicehq/sluice/internal/value"
+)
 
 // Schema is the recorded schema of a source database: what a restore needs to
 // recreate the tables, and what the broker judges keys against.
@@ -86,6 +90,21 @@ type Object struct {
 // object altered.
 func (o *Object) Key() string {
 	return string(o.Kind) + " " + o.Schema + " " + o.Table + " " + o.Name
+}
+
+// SameObjects reports whether two recordings of schema objects hold the
+// same objects with the same definitions, in the same order.
+func SameObjects(a, b []Object) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].Key() != b[i].Key() || a[i].Definition != b[i].Definition || a[i].Definer != b[i].Definer ||
+			!slices.Equal(a[i].Roles, b[i].Roles) {
+			return false
+		}
+	}
+	return true
 }
 
 // Table is one recorded table.
