@@ -358,6 +358,9 @@ func (c *Capture) Next(ctx context.Context, lim source.Limits, sink source.Sink)
 			if done {
 				w.End = end.String()
 				c.start = end
+				if err := c.tracker.refreshObjects(ctx); err != nil {
+					return w, err
+				}
 				w.Schema = c.tracker.schema()
 				return w, nil
 			}

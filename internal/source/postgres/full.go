@@ -251,6 +251,9 @@ func takeSnapshot(ctx context.Context, ch *chain.Chain, o FullBackupOptions, slo
 	if err := checkPrivileges(ctx, b.txs[0], schema, oids); err != nil {
 		return nil, nil, err
 	}
+	if schema.Objects, err = readObjects(ctx, b.txs[0], schema.Tables); err != nil {
+		return nil, nil, classify(err, "read source schema objects")
+	}
 	if o.AfterSnapshot != nil {
 		if err := o.AfterSnapshot(ctx); err != nil {
 			return nil, nil, err

@@ -35,11 +35,20 @@ type schemaTracker struct {
 	// compared with the tracked definition, and tables it leaves out are
 	// not tracked at all.
 	filter *filter.Filter
+	// objects are the schema objects as last recorded or read; objectsFP
+	// is the catalog fingerprint they were read at (empty: not read by
+	// this tracker yet), and objectsTables the tableChanges count then.
+	objects       []chain.Object
+	objectsFP     string
+	objectsTables int
+	// tableChanges counts the table definitions the tracker changed.
+	tableChanges int
 }
 
 func newSchemaTracker(sql *pgx.Conn, s *chain.Schema) *schemaTracker {
 	st := &schemaTracker{sql: sql, base: s, tables: map[string]*chain.Table{}, types: map[[2]int64]string{}, knownTypes: map[string]bool{}}
 	if s != nil {
+		st.objects = s.Objects
 		for _, u := range s.Types {
 			st.knownTypes[u.Schema+"."+u.Name] = true
 		}
@@ -138,6 +147,7 @@ func (st *schemaTracker) observe(ctx context.Context, rel *pglogrepl.RelationMes
 	next.Types = nil
 	st.tables[name] = &next
 	st.dirty = true
+	st.tableChanges++
 	return &out, shape, true, nil
 }
 
@@ -376,7 +386,39 @@ func (st *schemaTracker) schema() *chain.Schema {
 		}
 	}
 	sort.Strings(out.Schemas)
+	out.Objects = st.objects
 	return out
+}
+
+// refreshObjects reads the source's schema objects again when the catalog
+// fingerprint moved or a table changed since the last read (a table the
+// chain did not hold takes its triggers, policies and grants in with it),
+// and marks the schema changed when they differ from those recorded:
+// PostgreSQL's log carries no record of a view, routine, trigger, policy,
+// comment or grant, so this is how their changes reach the chain.
+func (st *schemaTracker) refreshObjects(ctx context.Context) error {
+	fp, err := objectsFingerprint(ctx, st.sql)
+	if err != nil {
+		return classify(err, "fingerprint the source's schema objects")
+	}
+	if fp == st.objectsFP && st.objectsTables == st.tableChanges {
+		return nil
+	}
+	tables := make([]chain.Table, 0, len(st.tables))
+	for _, t := range st.tables {
+		tables = append(tables, *t)
+	}
+	objs, err := readObjects(ctx, st.sql, tables)
+	if err != nil {
+		return classify(err, "read the source's schema objects")
+	}
+	st.objectsFP, st.objectsTables = fp, st.tableChanges
+	if chain.SameObjects(objs, st.objects) {
+		return nil
+	}
+	st.objects = objs
+	st.dirty = true
+	return nil
 }
 
 // fillAttributes reads, from the source's catalog as it is now, what a
