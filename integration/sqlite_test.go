@@ -156,8 +156,15 @@ func requireNeutralRowsEqual(t *testing.T, chainURL, srcWhat string, readSrc fun
 // its connection closes when the test ends.
 func pgNeutralRows(t *testing.T, src string) func(*chain.Table) ([][]value.Value, error) {
 	t.Helper()
+	return pgNeutralRowsAt(t, testenv.DSN(src))
+}
+
+// pgNeutralRowsAt is pgNeutralRows of the database a postgres:// URL names
+// (on a server other than the shared one, say).
+func pgNeutralRowsAt(t *testing.T, dsn string) func(*chain.Table) ([][]value.Value, error) {
+	t.Helper()
 	ctx := context.Background()
-	cfg, err := pgx.ParseConfig(testenv.DSN(src))
+	cfg, err := pgx.ParseConfig(dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
