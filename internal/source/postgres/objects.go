@@ -333,13 +333,16 @@ func readRules(ctx context.Context, q querier) ([]chain.Object, error) {
 // readRowSecurity reads the tables' row-level security switches: one
 // object for ENABLE, one for FORCE.
 func readRowSecurity(ctx context.Context, q querier) ([]chain.Object, error) {
-	return readObjectRows(ctx, q, chain.ObjectRowSecurity, "read row-level security", `
-		SELECT n.nspname, s.name, n.nspname || '.' || c.relname,
-		       format('ALTER TABLE %I.%I %s ROW LEVEL SECURITY', n.nspname, c.relname, upper(s.name)), '{}'::text[]
+	objs, err := readObjectRows(ctx, q, chain.ObjectRowSecurity, "read row-level security", `
+		SELECT n.nspname, s.name, n.nspname || '.' || c.relname, 'ALTER TABLE ', '{}'::text[]
 		FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 		CROSS JOIN LATERAL (VALUES ('enable', c.relrowsecurity), ('force', c.relforcerowsecurity)) s(name, on_)
 		WHERE s.on_ AND c.relkind IN ('r', 'p') AND `+userNamespace+` AND `+notMember("pg_class", "c.oid")+`
 		ORDER BY n.nspname, c.relname, s.name`, nil)
+	for i, o := range objs {
+		objs[i].Definition = "ALTER TABLE " + QuoteQualified(o.Schema, strings.TrimPrefix(o.Table, o.Schema+".")) + " " + strings.ToUpper(o.Name) + " ROW LEVEL SECURITY"
+	}
+	return objs, err
 }
 
 // readPolicies reads the row-level security policies, each as the CREATE
