@@ -30,6 +30,9 @@ type BrokerParams struct {
 	// (--include-table, --exclude-table; zero: every table). The stream's
 	// position records it, and a run asking for another is refused.
 	Subset target.Subset `json:"subset,omitzero"`
+	// Objects say whether the stream runs the chain's recorded schema
+	// objects (--trust-store-objects, --skip-missing-roles).
+	Objects ObjectsParams `json:"objects,omitzero"`
 }
 
 // BrokerStartParams choose the start mode.
@@ -517,6 +520,9 @@ type BrokerApplyResult struct {
 	// Replan: nothing was applied, the incremental changed since the cut
 	// was planned (a compaction); plan it again.
 	Replan bool `json:"replan,omitempty"`
+	// Objects is what the target did with the schema objects the
+	// incremental changed; nil when it changed none.
+	Objects *ObjectsReport `json:"objects,omitempty"`
 }
 
 // ApplyBrokerIncremental takes the stream's lease (fencing any older run)
@@ -560,6 +566,7 @@ func (a *Activities) ApplyBrokerIncremental(ctx context.Context, p BrokerApplyPa
 		Stream: p.Stream, Owner: owner, Lanes: p.Concurrency, ExpectedLast: p.Link.ExpectedLast, Arbiters: p.Arbiters,
 		Verified: &apply.Verified{Generation: cat.Generation, Commit: cat.StoredHash()},
 		StopAt:   p.StopAt, StopDigest: p.StopDigest, Subset: p.Subset,
+		Objects: objectGate(p.BrokerParams, m.Source.Engine),
 		Progress: func(n int64) {
 			applied.Store(n)
 			a.Health.Delivered(k)
@@ -579,7 +586,11 @@ func (a *Activities) ApplyBrokerIncremental(ctx context.Context, p BrokerApplyPa
 	if !r.Stopped && !r.Replan {
 		a.Health.AppliedLink(k)
 	}
-	return BrokerApplyResult{Applied: r.Applied, Skipped: r.Skipped, Excluded: r.Excluded, Resumed: r.Resumed, Stopped: r.Stopped, Replan: r.Replan}, nil
+	res := BrokerApplyResult{Applied: r.Applied, Skipped: r.Skipped, Excluded: r.Excluded, Resumed: r.Resumed, Stopped: r.Stopped, Replan: r.Replan}
+	if r.Objects != nil {
+		res.Objects = reportOf(len(m.Schema.Objects), r.Objects)
+	}
+	return res, nil
 }
 
 // JudgeResult is what the judgment of an incremental found.

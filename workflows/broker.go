@@ -107,6 +107,28 @@ type BrokerStatus struct {
 	// --until or --apply-delay).
 	LastTransaction *pitr.Transaction `json:"last_transaction,omitempty"`
 	NextTransaction *pitr.Transaction `json:"next_transaction,omitempty"`
+	// Objects is what the cold start or the last incremental that changed
+	// them did with the recorded schema objects, and ObjectsAt names
+	// which ("cold start" or the incremental's ID).
+	Objects   *activities.ObjectsReport `json:"objects,omitempty"`
+	ObjectsAt string                    `json:"objects_at,omitempty"`
+}
+
+// noteObjects records what a step did with the schema objects, and logs
+// what it left alone (a replay logs nothing).
+func (st *BrokerStatus) noteObjects(ctx workflow.Context, stream, at string, r *activities.ObjectsReport) {
+	if r == nil {
+		return
+	}
+	st.Objects, st.ObjectsAt = r, at
+	if r.NotRun != "" {
+		workflow.GetLogger(ctx).Warn("BROKER-OBJECTS-NOT-RUN: the chain's schema objects (views, routines, triggers, …) were not run on the target",
+			"stream", stream, "at", at, "why", r.NotRun)
+	}
+	if len(r.Skipped) > 0 {
+		workflow.GetLogger(ctx).Warn("BROKER-OBJECTS-SKIPPED: schema objects were not applied to the target",
+			"stream", stream, "at", at, "skipped", strings.Join(r.Skipped, "; "))
+	}
 }
 
 // BrokerResult is how a broker run ended.
@@ -239,7 +261,7 @@ func BrokerWorkflow(ctx workflow.Context, in BrokerInput) (BrokerResult, error) 
 			})
 			var rr RestoreResult
 			err := workflow.ExecuteChildWorkflow(cctx, RestoreWorkflow, RestoreInput{
-				Store: in.Store, Target: in.Target, Parallel: 2, Replace: true, Through: start.Tail, Subset: in.Subset,
+				Store: in.Store, Target: in.Target, Parallel: 2, Replace: true, Through: start.Tail, Subset: in.Subset, Objects: in.Objects,
 			}).Get(ctx, &rr)
 			if err == nil {
 				err = workflow.ExecuteActivity(shortActivity(ctx, "write the position"), a.InitBrokerPosition, activities.InitPositionParams{
@@ -264,6 +286,7 @@ func BrokerWorkflow(ctx workflow.Context, in BrokerInput) (BrokerResult, error) 
 					string(errcode.BrokerColdStartPartial)+": the cold start failed after its drop began: "+err.Error(), string(errcode.BrokerColdStartPartial), err)
 			}
 			st.LastApplied = start.Tail
+			st.noteObjects(ctx, in.Stream, "cold start", rr.Objects)
 		}
 	}
 
@@ -435,6 +458,7 @@ func BrokerWorkflow(ctx workflow.Context, in BrokerInput) (BrokerResult, error) 
 			st.LastAppliedCreatedAt = link.CreatedAt
 			st.Incrementals++
 		}
+		st.noteObjects(ctx, in.Stream, link.ID, r.Objects)
 		st.Unidentified += judged.Unidentified
 		if judged.Unidentified > 0 {
 			// Logged here, once the incremental is applied, rather than

@@ -26,6 +26,9 @@ type RestoreInput struct {
 	// Subset is the part of the chain's tables to restore (--include-table,
 	// --exclude-table; zero: all of them).
 	Subset target.Subset `json:"subset,omitzero"`
+	// Objects say whether the recorded schema objects (views, routines,
+	// triggers, …) are run once the rows are in.
+	Objects activities.ObjectsParams `json:"objects,omitzero"`
 }
 
 // RestoreResult reports a finished restore.
@@ -48,7 +51,15 @@ type RestoreResult struct {
 	Point string            `json:"point,omitempty"`
 	Last  *pitr.Transaction `json:"last,omitempty"`
 	Next  *pitr.Transaction `json:"next,omitempty"`
+	// Objects is what became of the chain's recorded schema objects (nil
+	// in runs recorded before they were created).
+	Objects *activities.ObjectsReport `json:"objects,omitempty"`
 }
+
+// versionRestoreObjects names the change that made a restore create the
+// chain's recorded schema objects after its rows; runs recorded before it
+// end after the incrementals.
+const versionRestoreObjects = "restore-objects"
 
 // RestoreStatus is what the status query of a restore returns.
 type RestoreStatus struct {
@@ -113,10 +124,23 @@ func RestoreWorkflow(ctx workflow.Context, in RestoreInput) (RestoreResult, erro
 		st.IncrementalsDone++
 		st.ChangesDone += changes
 	}
+	// The views, routines, triggers, … last: after every row, so no
+	// trigger fires on the restore's own writes and materialized views
+	// are refreshed over the whole data.
+	var objects *activities.ObjectsReport
+	if workflow.GetVersion(ctx, versionRestoreObjects, workflow.DefaultVersion, 1) == 1 {
+		st.Phase = "creating schema objects"
+		var rep activities.ObjectsReport
+		if err := workflow.ExecuteActivity(shortActivity(ctx, "views, routines, triggers, policies, comments and grants"), a.CreateObjects,
+			activities.CreateObjectsParams{TargetParams: target, Through: plan.Through, Objects: in.Objects}).Get(ctx, &rep); err != nil {
+			return RestoreResult{}, err
+		}
+		objects = &rep
+	}
 	st.Phase = "done"
 	return RestoreResult{ChainID: plan.ChainID, FullID: plan.FullID, Tables: len(plan.Tables), Rows: st.RowsDone,
 		Incrementals: len(plan.Incrementals), Changes: st.ChangesDone, Through: plan.Through, NotCarried: plan.NotCarried, Excluded: plan.Excluded,
-		Point: plan.Point, Last: plan.LastTransaction, Next: plan.NextTransaction}, nil
+		Point: plan.Point, Last: plan.LastTransaction, Next: plan.NextTransaction, Objects: objects}, nil
 }
 
 // loadTables runs one LoadTable activity per table, at most parallel at once.

@@ -42,6 +42,11 @@ func TestBrokerSubsetReachesEveryStep(t *testing.T) {
 		}).Once()
 	env.OnActivity(acts.FinishTarget, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, p activities.TargetParams) error { check("finish", p.Subset); return nil }).Once()
+	env.OnActivity(acts.CreateObjects, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, p activities.CreateObjectsParams) (activities.ObjectsReport, error) {
+			check("schema objects", p.Subset)
+			return activities.ObjectsReport{}, nil
+		}).Once()
 	env.OnActivity(acts.ApplyIncremental, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, p activities.ApplyIncrementalParams) (int64, error) {
 			check("restore incremental", p.Subset)
@@ -69,7 +74,7 @@ func TestBrokerSubsetReachesEveryStep(t *testing.T) {
 		}).Once()
 	env.ExecuteWorkflow(BrokerWorkflow, in)
 	require.NoError(t, env.GetWorkflowError())
-	require.Equal(t, []string{"prepare", "plan", "prepare target", "finish", "restore incremental", "position", "judge", "apply"}, seen)
+	require.Equal(t, []string{"prepare", "plan", "prepare target", "finish", "restore incremental", "schema objects", "position", "judge", "apply"}, seen)
 	var res BrokerResult
 	require.NoError(t, env.GetWorkflowResult(&res))
 	require.Equal(t, "include orders; exclude audit*", res.Status.Subset)
@@ -82,6 +87,7 @@ func TestRestoreReportsTheTablesLeftOut(t *testing.T) {
 	env.OnActivity(acts.PlanRestore, mock.Anything, mock.Anything).Return(
 		activities.RestorePlan{ChainID: "c", FullID: "f", Through: "f", Excluded: []string{"public.a", "public.b"}}, nil).Once()
 	env.OnActivity(acts.PrepareTarget, mock.Anything, mock.Anything).Return(nil).Once()
+	env.OnActivity(acts.CreateObjects, mock.Anything, mock.Anything).Return(activities.ObjectsReport{}, nil).Once()
 	env.OnActivity(acts.FinishTarget, mock.Anything, mock.Anything).Return(nil).Once()
 	env.ExecuteWorkflow(RestoreWorkflow, RestoreInput{Subset: target.Subset{ExcludeTables: []string{"a", "b"}}})
 	require.NoError(t, env.GetWorkflowError())

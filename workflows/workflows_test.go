@@ -111,6 +111,7 @@ func TestRestoreLoadsEveryTableThenFinishes(t *testing.T) {
 			return 0, errors.New("unknown table")
 		}).Times(3)
 	finished := false
+	env.OnActivity(acts.CreateObjects, mock.Anything, mock.Anything).Return(activities.ObjectsReport{}, nil).Once()
 	env.OnActivity(acts.FinishTarget, mock.Anything, mock.Anything).Return(
 		func(context.Context, activities.TargetParams) error {
 			require.Len(t, loaded, 3, "foreign keys must wait for every table")
@@ -121,7 +122,7 @@ func TestRestoreLoadsEveryTableThenFinishes(t *testing.T) {
 	require.NoError(t, env.GetWorkflowError())
 	var res RestoreResult
 	require.NoError(t, env.GetWorkflowResult(&res))
-	require.Equal(t, RestoreResult{ChainID: "c", FullID: "f", Tables: 3, Rows: 60}, res)
+	require.Equal(t, RestoreResult{ChainID: "c", FullID: "f", Tables: 3, Rows: 60, Objects: &activities.ObjectsReport{}}, res)
 	require.True(t, finished)
 }
 

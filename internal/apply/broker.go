@@ -54,6 +54,10 @@ type Options struct {
 	// moves past them all the same. It must be the one the position was
 	// written under (SLUICE-E-BROKER-SUBSET-CHANGED otherwise).
 	Subset target.Subset
+	// Objects, when set, applies the schema objects the incremental
+	// changes once it is wholly applied (ApplyObjectChange); nil leaves
+	// them alone.
+	Objects *ObjectGate
 }
 
 // Result reports one applied incremental.
@@ -73,6 +77,9 @@ type Result struct {
 	// Sequences is what the target did with the sequence counters the
 	// incremental records, once it was wholly applied.
 	Sequences target.SequenceResult
+	// Objects is what the target did with the schema objects the
+	// incremental changed; nil when it changed none.
+	Objects *target.ObjectResult
 }
 
 // ApplyIncremental applies incremental m to target t exactly once for a
@@ -136,7 +143,10 @@ func ApplyIncremental(ctx context.Context, ch *chain.Chain, m *chain.Manifest, s
 	case tok.LastApplied == m.ID:
 		// Already applied (a retry after the final commit): the counters
 		// may not have been raised before the crash; raising is idempotent.
-		res.Sequences, err = RaiseSequences(ctx, t, m, schema, sel)
+		if res.Sequences, err = RaiseSequences(ctx, t, m, schema, sel); err != nil {
+			return res, err
+		}
+		res.Objects, err = ApplyObjectChange(ctx, t, m, schema, sel, o.Objects)
 		return res, err
 	case tok.LastApplied != o.ExpectedLast:
 		return res, errcode.New(errcode.ChainInvalid, "the position records %s as last applied, but incremental %s follows %s", tok.LastApplied, m.ID, o.ExpectedLast)
@@ -210,7 +220,13 @@ func ApplyIncremental(ctx context.Context, ch *chain.Chain, m *chain.Manifest, s
 	if err := d.checkpoint(ctx, index, true); err != nil {
 		return res, err
 	}
-	res.Sequences, err = RaiseSequences(ctx, t, m, schema, sel)
+	if res.Sequences, err = RaiseSequences(ctx, t, m, schema, sel); err != nil {
+		return res, err
+	}
+	// Like the counters, the schema objects are no part of the rows'
+	// transactions: applied once the position covers m, and again by a
+	// retry that finds m applied.
+	res.Objects, err = ApplyObjectChange(ctx, t, m, schema, sel, o.Objects)
 	return res, err
 }
 
