@@ -73,6 +73,7 @@ func (c *cli) restoreCmd() *cobra.Command {
 	var parallel int
 	var replace bool
 	var sf subsetFlags
+	var of objectFlags
 	cmd := &cobra.Command{
 		Use:   "restore",
 		Short: "Restore a chain into a target database",
@@ -101,7 +102,7 @@ func (c *cli) restoreCmd() *cobra.Command {
 				id:       "restore/" + name,
 				workflow: workflows.RestoreWorkflow,
 				input: workflows.RestoreInput{Store: st, Target: ref, Parallel: parallel, Replace: replace, Through: through,
-					Until: until, UntilPosition: untilPosition, Subset: subset},
+					Until: until, UntilPosition: untilPosition, Subset: subset, Objects: of.value()},
 				attrs: temporal.NewSearchAttributes(
 					workflows.SearchAttrChain.ValueSet(st.URL),
 					workflows.SearchAttrRole.ValueSet("restore")),
@@ -116,6 +117,7 @@ func (c *cli) restoreCmd() *cobra.Command {
 					if res.Point != "" {
 						fmt.Fprint(c.stdout, describePoint(res))
 					}
+					printObjects(c.stdout, res.Objects)
 					if res.NotCarried != "" {
 						fmt.Fprintf(c.stdout, "not carried by the chain, so not restored: %s\n", res.NotCarried)
 					}
@@ -133,6 +135,7 @@ func (c *cli) restoreCmd() *cobra.Command {
 	cmd.Flags().StringVar(&untilPosition, "until-position", "", "restore every transaction at or before this source position (inclusive): a PostgreSQL commit LSN such as 0/16B3748, or for the MySQL family a GTID set or binlog file:offset, as backup inspect prints them")
 	cmd.Flags().BoolVar(&replace, "replace-existing", false, "drop and recreate target tables that already hold rows instead of refusing")
 	sf.bind(cmd)
+	of.bind(cmd)
 	cmd.Flags().BoolVar(&c.detach, "detach", false, "return once the workflow has started")
 	return cmd
 }

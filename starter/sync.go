@@ -52,6 +52,7 @@ func (c *cli) brokerRunCmd() *cobra.Command {
 	var reset, yes bool
 	var hf healthFlags
 	var sf subsetFlags
+	var of objectFlags
 	cmd := &cobra.Command{
 		Use:   "run",
 		Short: "Tail the chain and apply every new incremental to the target",
@@ -101,7 +102,7 @@ func (c *cli) brokerRunCmd() *cobra.Command {
 				return err
 			}
 			in := workflows.BrokerInput{
-				BrokerParams: activities.BrokerParams{Store: st, Target: ref, Stream: stream, Health: th, Subset: subset},
+				BrokerParams: activities.BrokerParams{Store: st, Target: ref, Stream: stream, Health: th, Subset: subset, Objects: of.value()},
 				Concurrency:  concurrency, PollInterval: dur.Duration(poll), MaxLanes: tgt.maxLanes(), MaxWait: dur.Duration(maxWait), Reset: reset, AtChainID: atChainID,
 				Point: activities.BrokerPoint{Until: until, UntilPosition: untilPosition, ApplyDelay: dur.Duration(applyDelay)},
 			}
@@ -119,6 +120,10 @@ func (c *cli) brokerRunCmd() *cobra.Command {
 				onSuccess: func() {
 					fmt.Fprintf(c.stdout, "broker %s %s: last applied %s, %d incrementals, %d changes applied\n",
 						stream, res.Status.Phase, res.Status.LastApplied, res.Status.Incrementals, res.Status.ChangesApplied)
+					if res.Status.Objects != nil {
+						fmt.Fprintf(c.stdout, "schema objects (%s):\n", res.Status.ObjectsAt)
+						printObjects(c.stdout, res.Status.Objects)
+					}
 					if res.Status.Reached {
 						fmt.Fprint(c.stdout, describeReached(res.Status))
 					}
@@ -141,6 +146,7 @@ func (c *cli) brokerRunCmd() *cobra.Command {
 	cmd.Flags().StringVar(&until, "until", "", "apply every transaction that committed at or before this RFC 3339 time (inclusive), then end with exit 0 keeping the position; waits until the chain holds a transaction after it")
 	cmd.Flags().StringVar(&untilPosition, "until-position", "", "like --until, at a source position (inclusive): a PostgreSQL commit LSN, or a GTID set or binlog file:offset, as backup inspect prints them; also reached when a link ends exactly there")
 	sf.bind(cmd)
+	of.bind(cmd)
 	cmd.Flags().DurationVar(&applyDelay, "apply-delay", 0, "keep the target at least this far behind the source's commit times (a delayed replica; e.g. 1h); transactions wait in the broker until they are old enough")
 	cmd.Flags().BoolVar(&c.detach, "detach", false, "return once the workflow has started")
 	return cmd

@@ -12,7 +12,7 @@ import (
 
 // NotCarried names what a chain deliberately does not carry from a
 // PostgreSQL source; restore says so once, and docs/operations.md lists it.
-const NotCarried = "views, materialized views, functions and procedures, triggers, rules, row-level security policies, publications, grants and comments"
+const NotCarried = "roles and their memberships (grants and policies name roles the target must have), object owners (the target's user owns what it creates), publications and subscriptions, grants on schemas, routines and types and default privileges, aggregates, operators, casts, collations and text search configurations, extended statistics, event triggers, foreign servers, indexes of materialized views, and a trigger's ENABLE ALWAYS/REPLICA or DISABLE state (triggers are created enabled)"
 
 // objectReference holds the reg* types and their arrays (regclass, regtype,
 // regproc, …): their values are OIDs of the source's own catalog objects.
