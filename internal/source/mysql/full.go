@@ -133,6 +133,9 @@ func (e *engine) snapshot(ctx context.Context, ch *chain.Chain, o source.FullOpt
 	if err != nil {
 		return nil, nil, err
 	}
+	if schema.Objects, err = readObjects(ctx, conn, e.c.database, o.Filter); err != nil {
+		return nil, nil, err
+	}
 	if err := checkSelect(ctx, conn, schema); err != nil {
 		return nil, nil, err
 	}

@@ -116,9 +116,12 @@ func (c *capture) Next(ctx context.Context, lim source.Limits, sink source.Sink)
 			break
 		}
 	}
-	if c.track.changed {
+	if c.track.changed || c.track.objectsChanged {
 		wn.w.Schema = c.track.schema()
 		c.track.changed = false
+		if wn.w.Transactions > 0 {
+			c.track.objectsChanged = false // the window commits, and carries them
+		}
 	}
 	return wn.w, nil
 }
@@ -269,6 +272,9 @@ func (c *capture) query(ctx context.Context, wn *window, e *replication.QueryEve
 			Hint:    "Set binlog_format = ROW globally and restart the application's connections (a session keeps the format it started with), then take a new full backup into a new chain: the rows that statement changed are not in this chain."}
 	} else if ours || string(e.Schema) == "" {
 		c.track.schemaChanged()
+		if err := c.objectStatement(ctx, wn, q); err != nil {
+			return err
+		}
 	}
 	if wn.tx != nil && wn.tx.standalone {
 		return c.commit(wn, h)

@@ -64,12 +64,17 @@ type tracker struct {
 	tables   map[string]*tracked
 	byID     map[uint64]*tracked
 	changed  bool
+	// objects are the schema objects as last recorded (objects.go);
+	// objectsChanged is set when a statement changed them, until a
+	// window that commits carries them.
+	objects        []chain.Object
+	objectsChanged bool
 }
 
 // newTracker tracks the tables of s, the recorded schema (already shaped
 // by f when f is not nil); fixed encodes f's fixed values.
 func newTracker(q querier, database string, s *chain.Schema, f *filter.Filter, fixed *fixedValues) *tracker {
-	t := &tracker{database: database, q: q, filter: f, fixed: fixed, tables: map[string]*tracked{}, byID: map[uint64]*tracked{}}
+	t := &tracker{database: database, q: q, filter: f, fixed: fixed, tables: map[string]*tracked{}, byID: map[uint64]*tracked{}, objects: s.Objects}
 	for i := range s.Tables {
 		tb := s.Tables[i]
 		if f != nil {
@@ -163,7 +168,7 @@ func (t *tracker) resolve(ctx context.Context, ev *replication.TableMapEvent) (*
 
 // schema is the whole recorded schema as the capture now knows it.
 func (t *tracker) schema() *chain.Schema {
-	s := &chain.Schema{Schemas: []string{t.database}}
+	s := &chain.Schema{Schemas: []string{t.database}, Objects: t.objects}
 	names := make([]string, 0, len(t.tables))
 	for n := range t.tables {
 		names = append(names, n)
