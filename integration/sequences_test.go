@@ -63,18 +63,26 @@ func TestSequencesFollowTheSource(t *testing.T) {
 // producer, and a broker started cold into a fresh PostgreSQL target.
 func startSequenceStream(t *testing.T, prefix string) (src, dst, chainURL, stream string) {
 	t.Helper()
-	src = testenv.CreateDB(t, prefix+"src")
-	testenv.Exec(t, src, `CREATE TABLE s (id serial PRIMARY KEY, v text);
+	return startStreamOf(t, prefix, `CREATE TABLE s (id serial PRIMARY KEY, v text);
 		CREATE TABLE i (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, v text);
 		INSERT INTO s (v) VALUES ('first'); INSERT INTO i (v) VALUES ('first');`)
+}
+
+// startStreamOf makes a PostgreSQL source (prefix names its databases)
+// holding schema, a chain with a running producer, and a broker started
+// cold into a fresh PostgreSQL target with brokerArgs added to its flags.
+func startStreamOf(t *testing.T, prefix, schema string, brokerArgs ...string) (src, dst, chainURL, stream string) {
+	t.Helper()
+	src = testenv.CreateDB(t, prefix+"src")
+	testenv.Exec(t, src, schema)
 	chainURL = fileChain(t)
 	mustSluice(t, "backup", "full", "--source", testenv.DSN(src), "--target", chainURL, "--chain-slot")
 	mustSluice(t, "backup", "stream", "run", "--source", testenv.DSN(src), "--target", chainURL,
 		"--rollover-window", "1s", "--detach")
 	dst = testenv.CreateDB(t, prefix+"dst")
 	stream = fmt.Sprintf("%s-%d", strings.ToLower(t.Name()), time.Now().UnixNano()%1e6)
-	mustSluice(t, "sync", "from-backup", "run", "--backup-target", chainURL, "--target", testenv.DSN(dst),
-		"--stream-id", stream, "--poll-interval", "300ms", "--reset-target-data", "--yes", "--detach")
+	mustSluice(t, append([]string{"sync", "from-backup", "run", "--backup-target", chainURL, "--target", testenv.DSN(dst),
+		"--stream-id", stream, "--poll-interval", "300ms", "--reset-target-data", "--yes", "--detach"}, brokerArgs...)...)
 	return src, dst, chainURL, stream
 }
 
