@@ -285,9 +285,6 @@ func (a *objectApplier) apply(ctx context.Context, from, to []chain.Object) erro
 	return nil
 }
 
-// errObjectSkipped reports that run rolled an object back and listed it.
-var errObjectSkipped = errors.New("object skipped")
-
 // run runs step for object o in a savepoint: a statement the server
 // refuses rolls the step back and lists o as skipped with the reason; a
 // lost connection or a cancellation ends the whole apply.
