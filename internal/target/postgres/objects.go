@@ -251,10 +251,11 @@ func (a *objectApplier) apply(ctx context.Context, from, to []chain.Object) erro
 		if next[o.Key()] || checkObject(o) != "" {
 			continue
 		}
-		if err := a.run(ctx, o, func() error { return a.drop(ctx, o, false) }); err != nil {
+		if ok, err := a.run(ctx, o, func() error { return a.drop(ctx, o, false) }); err != nil {
 			return err
+		} else if ok {
+			a.r.Dropped = target.Count(a.r.Dropped, o.Kind)
 		}
-		a.r.Dropped = target.Count(a.r.Dropped, o.Kind)
 	}
 	for _, o := range to {
 		old, known := prev[o.Key()]
@@ -265,19 +266,21 @@ func (a *objectApplier) apply(ctx context.Context, from, to []chain.Object) erro
 			a.r.Skip(o, "this target's role may not set session_replication_role, so the broker's apply would fire it (GRANT SET ON PARAMETER session_replication_role to the role, or create it after the cutover)")
 			continue
 		case !known || missing:
-			if err := a.run(ctx, o, func() error { return a.create(ctx, o) }); err != nil {
+			if ok, err := a.run(ctx, o, func() error { return a.create(ctx, o) }); err != nil {
 				return err
+			} else if ok {
+				a.r.Created = target.Count(a.r.Created, o.Kind)
 			}
-			a.r.Created = target.Count(a.r.Created, o.Kind)
 		case changed:
-			if err := a.run(ctx, o, func() error { return a.replace(ctx, o, old) }); err != nil {
+			if ok, err := a.run(ctx, o, func() error { return a.replace(ctx, o, old) }); err != nil {
 				return err
+			} else if ok {
+				a.r.Replaced = target.Count(a.r.Replaced, o.Kind)
 			}
-			a.r.Replaced = target.Count(a.r.Replaced, o.Kind)
 		case o.Kind == chain.ObjectComment || o.Kind == chain.ObjectGrant:
 			// Unchanged, but the object they are on may have been made
 			// again above: idempotent, run again.
-			if err := a.run(ctx, o, func() error { return a.exec(ctx, o.Definition) }); err != nil {
+			if _, err := a.run(ctx, o, func() error { return a.exec(ctx, o.Definition) }); err != nil {
 				return err
 			}
 		}
@@ -285,20 +288,21 @@ func (a *objectApplier) apply(ctx context.Context, from, to []chain.Object) erro
 	return nil
 }
 
-// run runs step for object o in a savepoint: a statement the server
-// refuses rolls the step back and lists o as skipped with the reason; a
-// lost connection or a cancellation ends the whole apply.
-func (a *objectApplier) run(ctx context.Context, o chain.Object, step func() error) error {
+// run runs step for object o in a savepoint and reports whether it took:
+// a statement the server refuses rolls the step back and lists o as
+// skipped with the reason; a lost connection or a cancellation ends the
+// whole apply.
+func (a *objectApplier) run(ctx context.Context, o chain.Object, step func() error) (bool, error) {
 	err := savepoint(ctx, a.tx, step)
 	if err == nil {
-		return nil
+		return true, nil
 	}
 	var pgErr *pgconn.PgError
 	if ctx.Err() == nil && errors.As(err, &pgErr) {
 		a.r.Skip(o, "the target refused it: "+pgErr.Message)
-		return nil
+		return false, nil
 	}
-	return classify(err, fmt.Sprintf("apply %s %s", o.Kind, o.Name))
+	return false, classify(err, fmt.Sprintf("apply %s %s", o.Kind, o.Name))
 }
 
 // savepoint runs step inside a savepoint of tx, rolled back when it fails.
