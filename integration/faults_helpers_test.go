@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand"
@@ -138,6 +139,11 @@ func tallyRows(t *testing.T, ch *chain.Chain, readSrc, readDst func(*chain.Table
 				parts[n] = renderRow(t, &chain.Table{Columns: tb.Columns[j : j+1]}, r[j:j+1])
 			}
 			return strings.Join(parts, "|")
+		}
+		for _, rows := range [][][]value.Value{src, dst} {
+			for _, row := range rows {
+				normalizeJSON(tb, row) // jsonb's text and a target's rendering of one document differ in spacing
+			}
 		}
 		want := map[string]int{}
 		wantKey := map[string]string{}
@@ -283,6 +289,11 @@ type faultRig struct {
 	chain         *chain.Chain
 	book          faultBook
 	producerExtra []string
+	// touch commits one small transaction on the source (its n-th): the
+	// recovery after a fault is counted up to a transaction committed
+	// after the fault's end, carried through the store and applied.
+	touch   func(n int) error
+	touches int
 }
 
 // newFaultRig returns a rig whose runs have not started yet.
@@ -340,8 +351,19 @@ func (r *faultRig) runBroker(flags ...string) {
 func (r *faultRig) awaitRecovery(from time.Time, within time.Duration) time.Duration {
 	r.t.Helper()
 	ctx := context.Background()
-	mark := r.src.mark(r.t)
 	deadline := time.Now().Add(within)
+	if r.touch != nil {
+		for r.touches++; ; time.Sleep(200 * time.Millisecond) {
+			err := r.touch(r.touches)
+			if err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				r.t.Fatalf("the source took no write within %s of the fault's end: %v", within, err)
+			}
+		}
+	}
+	mark := r.src.mark(r.t)
 	for !r.src.covered(r.t, r.chain, mark) {
 		if time.Now().After(deadline) {
 			r.t.Fatalf("the producer did not cover the source's position %s within %s of the fault's end", mark, within)
@@ -529,10 +551,44 @@ func readWholeLink(ctx context.Context, ch *chain.Chain, cat *chain.Catalog, id 
 }
 
 // toxics is an in-process toxiproxy server whose proxies stand between
-// the worker and a store (or any TCP service) in the fault tests.
+// the worker and a store (or any TCP service) in the fault tests; its log
+// feeds proxyEvents.
 var toxics = sync.OnceValue(func() *toxiproxy.ApiServer {
-	return toxiproxy.NewServer(toxiproxy.NewMetricsContainer(nil), zerolog.Nop())
+	return toxiproxy.NewServer(toxiproxy.NewMetricsContainer(nil), zerolog.New(&proxyEvents).Level(zerolog.InfoLevel))
 })
+
+// proxyEvents counts, per proxy, the client connections toxiproxy accepted,
+// from its log: proof that traffic went through a proxy while a fault was on.
+var proxyEvents proxyCounter
+
+type proxyCounter struct {
+	mu       sync.Mutex
+	accepted map[string]int
+}
+
+// Write takes one JSON log line of toxiproxy.
+func (c *proxyCounter) Write(p []byte) (int, error) {
+	var ev struct {
+		Name    string `json:"name"`
+		Message string `json:"message"`
+	}
+	if json.Unmarshal(p, &ev) == nil && ev.Message == "Accepted client" {
+		c.mu.Lock()
+		if c.accepted == nil {
+			c.accepted = map[string]int{}
+		}
+		c.accepted[ev.Name]++
+		c.mu.Unlock()
+	}
+	return len(p), nil
+}
+
+// accepted returns how many connections the proxy has accepted so far.
+func (f *faultProxy) accepted() int {
+	proxyEvents.mu.Lock()
+	defer proxyEvents.mu.Unlock()
+	return proxyEvents.accepted[f.p.Name]
+}
 
 // faultProxy is one toxiproxy proxy in front of upstream (host:port).
 type faultProxy struct {
@@ -793,12 +849,46 @@ func (w *resilientLoad) session(t *testing.T) (exec func(context.Context, []stri
 	}, func() {}
 }
 
-// runLoad runs a workload in the background; the returned channel gives its
-// error once it finished.
+// runLoad runs a workload in the background and, once it finished, keeps
+// committing small transactions (touch, every 200 ms) until ctx ends, so
+// faults injected after the workload still meet writes. The returned
+// channel gives the workload's error (nil when only ctx ended it).
 func runLoad(ctx context.Context, t *testing.T, wl interface {
 	run(context.Context, *testing.T) error
-}) <-chan error {
+}, touch func(n int) error) <-chan error {
 	done := make(chan error, 1)
-	go func() { done <- wl.run(ctx, t) }()
+	go func() {
+		err := wl.run(ctx, t)
+		if err != nil || touch == nil {
+			if ctx.Err() != nil {
+				err = nil
+			}
+			done <- err
+			return
+		}
+		for n := 1_000_000; ctx.Err() == nil; n++ {
+			_ = touch(n) // a touch the server refused (restarting) is simply not made
+			select {
+			case <-ctx.Done():
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+		done <- nil
+	}()
 	return done
+}
+
+// pgTouch returns a touch of a workloadSchema source: an insert into moves.
+func pgTouch(dsn string) func(n int) error {
+	return func(n int) error {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		conn, err := pgx.Connect(ctx, dsn)
+		if err != nil {
+			return err
+		}
+		defer conn.Close(context.Background())
+		_, err = conn.Exec(ctx, fmt.Sprintf(`INSERT INTO moves VALUES (%d, 'touch')`, 5_000_000+n))
+		return err
+	}
 }
