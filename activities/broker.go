@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync/atomic"
 	"time"
 
@@ -547,6 +548,10 @@ func (a *Activities) ApplyBrokerIncremental(ctx context.Context, p BrokerApplyPa
 	if err != nil {
 		return BrokerApplyResult{}, a.temporalError(err)
 	}
+	seamFrom, err := seamFrom(ctx, ch, cat, m, p.Link.ExpectedLast)
+	if err != nil {
+		return BrokerApplyResult{}, a.temporalError(err)
+	}
 	info := activity.GetInfo(ctx)
 	owner := fmt.Sprintf("%s/%s/%d", info.WorkflowExecution.RunID, info.ActivityID, info.Attempt)
 	if err := apply.Claim(ctx, tgt.State(), p.Stream, owner); err != nil {
@@ -566,7 +571,8 @@ func (a *Activities) ApplyBrokerIncremental(ctx context.Context, p BrokerApplyPa
 		Stream: p.Stream, Owner: owner, Lanes: p.Concurrency, ExpectedLast: p.Link.ExpectedLast, Arbiters: p.Arbiters,
 		Verified: &apply.Verified{Generation: cat.Generation, Commit: cat.StoredHash()},
 		StopAt:   p.StopAt, StopDigest: p.StopDigest, Subset: p.Subset,
-		Objects: objectGate(p.BrokerParams, m.Source.Engine),
+		Objects:  objectGate(p.BrokerParams, m.Source.Engine),
+		SeamFrom: seamFrom,
 		Progress: func(n int64) {
 			applied.Store(n)
 			a.Health.Delivered(k)
@@ -591,6 +597,28 @@ func (a *Activities) ApplyBrokerIncremental(ctx context.Context, p BrokerApplyPa
 		res.Objects = reportOf(len(m.Schema.Objects), r.Objects)
 	}
 	return res, nil
+}
+
+// seamFrom returns, for the first incremental m of a segment that a stream
+// enters from an earlier segment (its position records last, a link of
+// that segment), the schema in force after last: what the earlier segment
+// brought the target to (apply.Options.SeamFrom). It is nil for any other
+// incremental, and when last is no longer in the catalog (pruned), with a
+// warning: the target is then brought to the segment's schema only by the
+// change records that follow.
+func seamFrom(ctx context.Context, ch *chain.Chain, cat *chain.Catalog, m *chain.Manifest, last string) (*chain.Schema, error) {
+	if last == "" || last == m.Parent {
+		return nil, nil
+	}
+	if _, si, ok := cat.Find(m.ID); !ok || cat.Segments[si].Full.ID != m.Parent {
+		return nil, nil
+	}
+	if _, _, ok := cat.Find(last); !ok {
+		slog.Warn("the link the stream's position records is no longer in the chain: tables created or altered at the end of its segment are not brought over at the seam",
+			"position", last, "incremental", m.ID)
+		return nil, nil
+	}
+	return ch.SchemaAt(ctx, cat, last)
 }
 
 // JudgeResult is what the judgment of an incremental found.

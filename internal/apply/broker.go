@@ -58,6 +58,14 @@ type Options struct {
 	// changes once it is wholly applied (ApplyObjectChange); nil leaves
 	// them alone.
 	Objects *ObjectGate
+	// SeamFrom, when set, is the schema the target was brought to by the
+	// previous segment (the schema in force after ExpectedLast), for the
+	// first incremental of a later segment: that segment's full records
+	// tables created or altered at the end of the previous one that no
+	// change record ever carried (PostgreSQL records a table's definition
+	// only with its next row change), so before the incremental's first
+	// record the target is brought from SeamFrom to schema (SeamChanges).
+	SeamFrom *chain.Schema
 }
 
 // Result reports one applied incremental.
@@ -160,7 +168,14 @@ func ApplyIncremental(ctx context.Context, ch *chain.Chain, m *chain.Manifest, s
 		return res, err
 	}
 
-	cfg := target.LaneConfig{Schema: schema, Stream: o.Stream, Arbiters: o.Arbiters, Lease: Lease(o.Stream, o.Owner)}
+	// At a seam not yet crossed, the lanes start from the target's schema
+	// and the seam's changes bring it to the incremental's.
+	laneSchema := schema
+	var seam []*chain.Change
+	if o.SeamFrom != nil && skip == 0 {
+		laneSchema, seam = o.SeamFrom, SeamChanges(o.SeamFrom, schema)
+	}
+	cfg := target.LaneConfig{Schema: laneSchema, Stream: o.Stream, Arbiters: o.Arbiters, Lease: Lease(o.Stream, o.Owner)}
 	lanes := make([]*lane, 0, o.Lanes)
 	defer func() {
 		for _, l := range lanes {
@@ -185,7 +200,20 @@ func ApplyIncremental(ctx context.Context, ch *chain.Chain, m *chain.Manifest, s
 		d.implicit = ic.CommitsImplicitly()
 	}
 	if len(lanes) > 1 {
-		d.router = NewRouter(schema)
+		d.router = NewRouter(laneSchema)
+	}
+	if len(seam) > 0 {
+		names := make([]string, len(seam))
+		for i, c := range seam {
+			names[i] = c.Table
+		}
+		slog.Info("entering a new segment: bringing tables its full records otherwise to the segment's schema",
+			"stream", o.Stream, "incremental", m.ID, "tables", names)
+	}
+	for _, c := range seam {
+		if err := d.seam(ctx, c); err != nil {
+			return res, err
+		}
 	}
 	var index int64
 	for _, ref := range m.Chunks {
@@ -334,24 +362,8 @@ func (d *dispatcher) record(ctx context.Context, index int64, skipped bool, c *c
 			return err
 		}
 	} else if key, barrier := d.route(c); barrier {
-		// Everything before it commits first; it then applies alone, and
-		// its own mark commits right after it.
-		if err := d.commitLanes(ctx); err != nil {
+		if err := d.barrier(ctx, c); err != nil {
 			return err
-		}
-		l := d.lanes[0]
-		if err := l.apply(ctx, c); err != nil {
-			return err
-		}
-		if err := l.commit(ctx, nil); err != nil {
-			return err
-		}
-		// Every lane is idle now: their views follow synchronously.
-		if d.router != nil {
-			d.router.Track(c)
-		}
-		for _, other := range d.lanes[1:] {
-			other.target.Track(c)
 		}
 	} else {
 		l := d.lanes[Lane(c.Table, key, len(d.lanes))]
@@ -365,6 +377,46 @@ func (d *dispatcher) record(ctx context.Context, index int64, skipped bool, c *c
 		d.o.Progress(d.res.Applied)
 	}
 	return nil
+}
+
+// barrier applies c alone: everything before it commits first; it then
+// applies on the first lane, and its own mark (if it has one) commits right
+// after it.
+func (d *dispatcher) barrier(ctx context.Context, c *chain.Change) error {
+	if err := d.commitLanes(ctx); err != nil {
+		return err
+	}
+	l := d.lanes[0]
+	if err := l.apply(ctx, c); err != nil {
+		return err
+	}
+	if err := l.commit(ctx, nil); err != nil {
+		return err
+	}
+	// Every lane is idle now: their views follow synchronously.
+	if d.router != nil {
+		d.router.Track(c)
+	}
+	for _, other := range d.lanes[1:] {
+		other.target.Track(c)
+	}
+	return nil
+}
+
+// seam applies one of SeamChanges before the incremental's first record.
+// Such a change has no identity, so no mark: applying it again (a crash
+// before the first checkpoint) converges, as a schema change does on every
+// target. A table the subset leaves out is left alone.
+func (d *dispatcher) seam(ctx context.Context, c *chain.Change) error {
+	c, keep := d.sel.Keep(c)
+	if !keep {
+		return nil
+	}
+	if len(d.lanes) == 1 && !d.implicit {
+		// It commits with the rows and position of the first checkpoint.
+		return d.lanes[0].apply(ctx, c)
+	}
+	return d.barrier(ctx, c)
 }
 
 // route is the router's verdict on c; with a single lane (which only asks
