@@ -1,10 +1,12 @@
 package integration
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/apply"
 	"github.com/sluicehq/sluice/internal/testenv"
 )
 
@@ -77,6 +79,32 @@ func TestBrokerCrossesSegmentSeamWithSchemaOnlyInFull(t *testing.T) {
 	waitCaughtUp(t, src, time.Minute)
 	mustSluice(t, q("backup", "stream", "stop", "--target", chainURL)...)
 	waitWorkflowEnd(t, "producer/"+chainURL, time.Minute)
+	// A seam brings over only what changed: the one after the schema
+	// changes touches late and accounts, every other none (so a rotation
+	// costs the broker no DDL).
+	ch, cat := openChainAt(t, chainURL)
+	var touched []string
+	for i := 1; i < len(cat.Segments); i++ {
+		prev := cat.Segments[i-1]
+		end := prev.Full.ID
+		if n := len(prev.Incrementals); n > 0 {
+			end = prev.Incrementals[n-1].ID
+		}
+		before, err := ch.SchemaAt(context.Background(), cat, end)
+		if err != nil {
+			t.Fatal(err)
+		}
+		after, err := ch.SchemaAt(context.Background(), cat, cat.Segments[i].Full.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range apply.SeamChanges(before, after) {
+			touched = append(touched, fmt.Sprintf("seam %d: %s", i, c.Table))
+		}
+	}
+	if len(touched) > 2 {
+		t.Errorf("the seams bring over more than the new table and the altered one: %v", touched)
+	}
 	last := lastIncremental(t, chainURL, nil)
 	for _, tg := range targets {
 		waitBrokerAt(t, tg.stream, last, 2*time.Minute)
