@@ -3,7 +3,6 @@ package mysql
 import (
 	"context"
 	"regexp"
-	"slices"
 
 	"github.com/sluicehq/sluice/internal/chain"
 )
@@ -30,7 +29,7 @@ func (c *capture) objectStatement(ctx context.Context, wn *window, stmt string) 
 	if err != nil {
 		return err
 	}
-	if slices.EqualFunc(objs, c.track.objects, sameObject) {
+	if chain.SameObjects(objs, c.track.objects) {
 		return nil
 	}
 	c.track.objects = objs
@@ -43,9 +42,4 @@ func (c *capture) objectStatement(ctx context.Context, wn *window, stmt string) 
 	}
 	tx.began = true
 	return wn.sink(&chain.Change{Op: chain.OpBegin, Identified: true, Tx: tx.gtid, LSN: tx.start.lsn(), CommitTime: tx.commitTime})
-}
-
-// sameObject reports whether two recordings of an object are the same.
-func sameObject(a, b chain.Object) bool {
-	return a.Key() == b.Key() && a.Definition == b.Definition && a.Definer == b.Definer && slices.Equal(a.Roles, b.Roles)
 }
