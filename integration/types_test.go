@@ -71,7 +71,9 @@ func TestUserDefinedTypesRoundTrip(t *testing.T) {
 
 	mustSluice(t, "backup", "full", "--source", testenv.DSN(src), "--target", chainURL, "--chain-slot")
 	r := mustSluice(t, "restore", "--backup-target", chainURL, "--target", testenv.DSN(restored))
-	if !strings.Contains(r.stdout, "not carried by the chain, so not restored: views") {
+	// Views, routines and the like now travel (issue 34); what restore
+	// still names as not carried begins with roles.
+	if !strings.Contains(r.stdout, "not carried by the chain, so not restored: roles") {
 		t.Errorf("restore says what it does not carry:\n%s", r)
 	}
 	requireSameRows(t, src, restored)
