@@ -19,6 +19,11 @@ const FlagTrustStoreObjects = "trust-store-objects"
 // grants and policies naming roles the target lacks.
 const FlagSkipMissingRoles = "skip-missing-roles"
 
+// FlagObjectDefiner is the flag naming the account (USER@HOST, or
+// CURRENT_USER) that a MySQL-family target creates every recorded view,
+// routine, trigger and event as, in place of their recorded definers.
+const FlagObjectDefiner = "object-definer"
+
 // ObjectsParams say whether a reader (restore, broker) runs the schema
 // objects recorded in the chain (views, routines, triggers, rules,
 // policies, comments, grants: chain.Schema.Objects).
@@ -29,6 +34,16 @@ type ObjectsParams struct {
 	// SkipMissingRoles is --skip-missing-roles: a grant or policy naming a
 	// role the target lacks is skipped and listed instead of refused.
 	SkipMissingRoles bool `json:"skip_missing_roles,omitempty"`
+	// Definer is --object-definer: the account a MySQL-family target
+	// creates every view, routine, trigger and event as ("user@host" or
+	// CURRENT_USER); empty keeps the recorded definers.
+	Definer string `json:"definer,omitempty"`
+}
+
+// options are the target's options for applying objects under p, limited
+// to the subset sel (nil: every table).
+func (p ObjectsParams) options(sel *target.Selection) target.ObjectOptions {
+	return target.ObjectOptions{SkipMissingRoles: p.SkipMissingRoles, Definer: p.Definer, Sel: sel}
 }
 
 // ObjectsReport is what a reader did with the recorded schema objects.
@@ -81,7 +96,7 @@ func objectsNotRun(store StoreRef, ref credentials.DSNRef, engine string, p Obje
 func objectGate(p BrokerParams, engine string) *apply.ObjectGate {
 	return &apply.ObjectGate{
 		NotRun:  objectsNotRun(p.Store, p.Target, engine, p.Objects),
-		Options: target.ObjectOptions{SkipMissingRoles: p.Objects.SkipMissingRoles},
+		Options: p.Objects.options(nil),
 	}
 }
 
@@ -136,7 +151,7 @@ func (a *Activities) CreateObjects(ctx context.Context, p CreateObjectsParams) (
 		return ObjectsReport{}, a.temporalError(err)
 	}
 	defer t.Close(context.Background())
-	r, err := t.ApplyObjects(ctx, nil, schema.Objects, target.ObjectOptions{SkipMissingRoles: p.Objects.SkipMissingRoles, Sel: sel})
+	r, err := t.ApplyObjects(ctx, nil, schema.Objects, p.Objects.options(sel))
 	if err != nil {
 		return ObjectsReport{}, a.temporalError(err)
 	}

@@ -97,12 +97,16 @@ func (c *cli) restoreCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			objects, err := of.value()
+			if err != nil {
+				return err
+			}
 			var res workflows.RestoreResult
 			return c.start(cmd.Context(), launch{
 				id:       "restore/" + name,
 				workflow: workflows.RestoreWorkflow,
 				input: workflows.RestoreInput{Store: st, Target: ref, Parallel: parallel, Replace: replace, Through: through,
-					Until: until, UntilPosition: untilPosition, Subset: subset, Objects: of.value()},
+					Until: until, UntilPosition: untilPosition, Subset: subset, Objects: objects},
 				attrs: temporal.NewSearchAttributes(
 					workflows.SearchAttrChain.ValueSet(st.URL),
 					workflows.SearchAttrRole.ValueSet("restore")),

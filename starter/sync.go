@@ -92,6 +92,10 @@ func (c *cli) brokerRunCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			objects, err := of.value()
+			if err != nil {
+				return err
+			}
 			if reset && !yes {
 				if err := c.confirmReset(name); err != nil {
 					return err
@@ -102,7 +106,7 @@ func (c *cli) brokerRunCmd() *cobra.Command {
 				return err
 			}
 			in := workflows.BrokerInput{
-				BrokerParams: activities.BrokerParams{Store: st, Target: ref, Stream: stream, Health: th, Subset: subset, Objects: of.value()},
+				BrokerParams: activities.BrokerParams{Store: st, Target: ref, Stream: stream, Health: th, Subset: subset, Objects: objects},
 				Concurrency:  concurrency, PollInterval: dur.Duration(poll), MaxLanes: tgt.maxLanes(), MaxWait: dur.Duration(maxWait), Reset: reset, AtChainID: atChainID,
 				Point: activities.BrokerPoint{Until: until, UntilPosition: untilPosition, ApplyDelay: dur.Duration(applyDelay)},
 			}
