@@ -32,8 +32,9 @@ import (
 // after a cutover, with no step to take.
 //
 // Events are created DISABLE ON SLAVE (DISABLE ON REPLICA on MySQL 8.0.22
-// and later): a replica must not run the source's schedule. A cutover
-// enables them (ALTER EVENT … ENABLE).
+// and later): a replica must not run the source's schedule. After a
+// cutover the operator enables them (ALTER EVENT … ENABLE;
+// docs/mysql-source.md).
 
 // applyVar is the user variable every session of this target sets, and
 // the triggers it creates test.
