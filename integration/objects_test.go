@@ -160,25 +160,37 @@ func sameSchema(t *testing.T, a, b string) {
 	if da == db {
 		return
 	}
-	la, lb := strings.Split(da, "\n"), strings.Split(db, "\n")
-	var diff []string
-	seen := map[string]int{}
-	for _, l := range lb {
-		seen[l]++
-	}
+	t.Errorf("pg_dump --schema-only of %s and %s differ (- only in the first, + only in the second):\n%s", a, b, lineDiff(da, db))
+}
+
+// lineDiff lists the lines only in a (as "- line") and only in b (as "+
+// line"), each as often as it is missing from the other, in the order they
+// appear.
+func lineDiff(a, b string) string {
+	la, lb := strings.Split(a, "\n"), strings.Split(b, "\n")
+	inA, inB := map[string]int{}, map[string]int{}
 	for _, l := range la {
-		if seen[l] > 0 {
-			seen[l]--
+		inA[l]++
+	}
+	for _, l := range lb {
+		inB[l]++
+	}
+	var diff []string
+	for _, l := range la {
+		if inB[l] > 0 {
+			inB[l]--
 			continue
 		}
 		diff = append(diff, "- "+l)
 	}
-	for l, n := range seen {
-		for ; n > 0; n-- {
-			diff = append(diff, "+ "+l)
+	for _, l := range lb {
+		if inA[l] > 0 {
+			inA[l]--
+			continue
 		}
+		diff = append(diff, "+ "+l)
 	}
-	t.Errorf("pg_dump --schema-only of %s and %s differ (- only in the first, + only in the second):\n%s", a, b, strings.Join(diff, "\n"))
+	return strings.Join(diff, "\n")
 }
 
 var dumpNoise = regexp.MustCompile(`(?m)^(\\restrict|\\unrestrict|-- Dumped|--$|-- Name: .*; Owner: ).*\n`)
