@@ -25,7 +25,7 @@ func chainAudit(t *testing.T, chainURL string, storeFlags ...string) (transactio
 	if err := ch.Verify(ctx, cat, ""); err != nil {
 		t.Fatalf("chain does not verify: %v", err)
 	}
-	seen := map[[2]uint64]string{}
+	seen := map[string]string{}
 	for _, l := range cat.Links() {
 		if l.Kind != chain.KindIncremental {
 			continue
@@ -35,7 +35,7 @@ func chainAudit(t *testing.T, chainURL string, storeFlags ...string) (transactio
 			t.Fatal(err)
 		}
 		inTx := false
-		var cur [2]uint64
+		var cur string
 		var txs, changes int64
 		for _, ref := range m.Chunks {
 			it, err := ch.ReadChangeChunk(ctx, ref)
@@ -50,9 +50,14 @@ func chainAudit(t *testing.T, chainURL string, storeFlags ...string) (transactio
 						t.Fatalf("incremental %s: begin inside a transaction", l.ID)
 					}
 					inTx = true
-					cur = [2]uint64{uint64(c.XID), c.CommitLSN}
+					// A MySQL-family transaction is named by its GTID, a
+					// PostgreSQL one by its xid and commit LSN.
+					cur = c.Tx
+					if cur == "" {
+						cur = fmt.Sprintf("xid %d commit %X", c.XID, c.CommitLSN)
+					}
 					if prev, dup := seen[cur]; dup {
-						t.Fatalf("transaction xid %d commit %X appears in incremental %s and again in %s", c.XID, c.CommitLSN, prev, l.ID)
+						t.Fatalf("transaction %s appears in incremental %s and again in %s", cur, prev, l.ID)
 					}
 					seen[cur] = l.ID
 				case chain.OpCommit:
