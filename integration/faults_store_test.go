@@ -62,6 +62,9 @@ var storeFaults = []storeFault{
 // chain directly never sees a listed link it cannot read whole,
 // verify-chain --chunks is clean afterwards, the run recovers after each
 // fault, and the target equals the source row by row.
+//
+// sluice:heavy — a live workload under faults; run apart from the other
+// heavy tests (deploy/dev/test.sh).
 func TestFaultsStoreS3(t *testing.T) {
 	endpoint := testenv.S3Endpoint(t)
 	chainURL, direct := s3Chain(t)
@@ -69,6 +72,9 @@ func TestFaultsStoreS3(t *testing.T) {
 }
 
 // TestFaultsStoreGCS is TestFaultsStoreS3 on fake-gcs-server.
+//
+// sluice:heavy — a live workload under faults; run apart from the other
+// heavy tests (deploy/dev/test.sh).
 func TestFaultsStoreGCS(t *testing.T) {
 	endpoint := gcsEndpoint(t)
 	chainURL, direct := gcsChain(t)
@@ -76,6 +82,9 @@ func TestFaultsStoreGCS(t *testing.T) {
 }
 
 // TestFaultsStoreAzure is TestFaultsStoreS3 on Azurite.
+//
+// sluice:heavy — a live workload under faults; run apart from the other
+// heavy tests (deploy/dev/test.sh).
 func TestFaultsStoreAzure(t *testing.T) {
 	endpoint := azureEndpoint(t)
 	chainURL, direct := azureChain(t)

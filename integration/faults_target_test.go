@@ -62,6 +62,9 @@ func targetFaultRun(t *testing.T, name, dstDriver, dstDSN string, lanes, faults 
 // on four lanes: it resumes exactly once each time, and the target ends
 // equal to the source, no row lost or applied twice. Only the test's own
 // target database's connections are terminated.
+//
+// sluice:heavy — a live workload under faults; run apart from the other
+// heavy tests (deploy/dev/test.sh).
 func TestFaultsTargetPostgresBackendsTerminated(t *testing.T) {
 	dst := testenv.CreateDB(t, "ftdstpg")
 	targetFaultRun(t, "pgterm", "postgres", testenv.DSN(dst), 4, 4*soakScale(), "target_backends_terminated_postgres", func() bool {
@@ -77,6 +80,9 @@ func TestFaultsTargetPostgresBackendsTerminated(t *testing.T) {
 // The broker's connections to a MariaDB target are killed (KILL
 // CONNECTION) again and again while it applies on four lanes; as above.
 // Only connections to the test's own database are killed.
+//
+// sluice:heavy — a live workload under faults; run apart from the other
+// heavy tests (deploy/dev/test.sh).
 func TestFaultsTargetMariaDBConnectionsKilled(t *testing.T) {
 	db := testenv.CreateMySQLDB(t, "ftdstmy")
 	admin := testenv.MySQL(t, "")

@@ -11,8 +11,11 @@
 # sluice-worker commands it drives are built once for every shard
 # (SLUICE_IT_BIN). A test whose doc comment carries the line
 # `sluice:exclusive` changes server-wide state and runs alone, after all the
-# others. With arguments (say -run X), the integration package runs as one
-# process with those arguments.
+# others. A test whose doc comment carries `sluice:heavy` loads the machine
+# (a fault test's live workload, proxies and retries): such tests run one
+# after another in a lane of their own beside the shards, so no two of them
+# load the machine at once. With arguments (say -run X), the integration
+# package runs as one process with those arguments.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 SLUICE_STATE=${SLUICE_STATE:-$HOME/.local/state/sluice}
@@ -68,8 +71,13 @@ fi
 
 # The integration tests, by name: the exclusive ones apart.
 all=$(grep -h '^func Test[A-Za-z0-9_]*(t \*testing.T)' integration/*_test.go | sed -E 's/^func (Test[A-Za-z0-9_]*)\(.*/\1/' | sort)
-exclusive=$(awk '/^\/\/ sluice:exclusive/ {x = 1; next} /^\/\// {next} {if (x && $1 == "func") {sub(/\(.*/, "", $2); print $2}; x = 0}' integration/*_test.go | sort)
-shared=$(comm -23 <(echo "$all") <(echo "$exclusive"))
+# marked WORD lists the tests whose doc comment has a line "// sluice:WORD".
+marked() {
+	awk -v want="// sluice:$1" 'index($0, want) == 1 {x = 1; next} /^\/\// {next} {if (x && $1 == "func") {sub(/\(.*/, "", $2); print $2}; x = 0}' integration/*_test.go | sort
+}
+exclusive=$(marked exclusive)
+heavy=$(marked heavy)
+shared=$(comm -23 <(echo "$all") <(sort <(echo "$exclusive") <(echo "$heavy") | grep -v '^$'))
 
 # Longest first, each to the shard with the least work so far.
 declare -a load names
@@ -102,6 +110,10 @@ for ((k = 0; k < SHARDS; k++)); do
 	integration_tests -test.timeout 40m -test.v -test.run "^(${names[k]})\$" >"$logs/shard$k.log" 2>&1 &
 	pids[k]=$!
 done
+if [[ -n $heavy ]]; then
+	integration_tests -test.timeout 40m -test.v -test.run "^($(echo $heavy | tr ' ' '|'))\$" >"$logs/shard$SHARDS.log" 2>&1 &
+	pids[SHARDS]=$!
+fi
 failed=0
 for k in "${!pids[@]}"; do
 	if wait "${pids[k]}"; then
