@@ -35,11 +35,12 @@ demo-clean: build
 test: services
 	bash deploy/dev/test.sh $(ARGS)
 
-# The cross-engine matrix, large: every source × target kill test with ten
-# times CI's workload and kills (about an hour here).
+# The fault matrix, large: every source × target kill test and every fault
+# test (store, target) with ten times CI's workload and faults, ending with a
+# table of each fault class (deploy/dev/soak.sh; hours here), then the image
+# check.
 soak: services image-test
-	source $(SLUICE_STATE)/services.env && SLUICE_SOAK_SCALE=10 SLUICE_REQUIRE_SERVICES=1 \
-		$(GO) test -count=1 -timeout 120m -v -run 'SurvivesWorkerKills' ./integration/
+	bash deploy/dev/soak.sh
 
 unit:
 	$(GO) test -short ./...
