@@ -209,6 +209,9 @@ func (c *capture) handle(ctx context.Context, wn *window, ev *replication.Binlog
 		wn.tx = &openTx{gtid: next.String(), standalone: true, start: evStart, commitTime: int64(h.Timestamp) * 1_000_000}
 	case *replication.QueryEvent:
 		return false, c.query(ctx, wn, e, h)
+	case *replication.FormatDescriptionEvent:
+		// A binlog file begins, perhaps of a server that restarted.
+		c.track.newLog()
 	case *replication.TableMapEvent:
 		if string(e.Schema) != c.c.database || wn.tx == nil {
 			return false, nil

@@ -34,11 +34,14 @@ type tracked struct {
 	// skipped.
 	excluded bool
 	stale    bool
+	// name is the table's name in the table maps that point to it: a
+	// table ID means that table only while a map of that name says so.
+	name string
 }
 
 // newTracked tracks tf, crossing through sh (nil: as it is).
 func newTracked(tf *tableFacts, sh *filter.Shape) *tracked {
-	tr := &tracked{tf: tf, codecs: codecsOf(tf), recorded: &tf.table}
+	tr := &tracked{tf: tf, codecs: codecsOf(tf), recorded: &tf.table, name: tf.table.Name}
 	if sh != nil {
 		tr.recorded = sh.Table
 		if !sh.Trivial() {
@@ -80,7 +83,7 @@ func newTracker(q querier, database string, s *chain.Schema, f *filter.Filter, f
 		if f != nil {
 			// What the source logs of the table (its excluded columns
 			// too) is learnt from its first table map.
-			t.tables[tb.Name] = &tracked{recorded: &tb}
+			t.tables[tb.Name] = &tracked{recorded: &tb, name: tb.Name}
 			continue
 		}
 		tf := &tableFacts{table: tb, cols: make([]columnFacts, len(tb.Columns))}
@@ -109,17 +112,27 @@ func (t *tracker) schemaChanged() {
 	clear(t.byID)
 }
 
+// newLog forgets which table each table ID names, at the start of a
+// binlog file: a server numbers its tables anew each time it starts, so
+// the IDs of the file before (a server that crashed and came back, say)
+// may name other tables now.
+func (t *tracker) newLog() {
+	clear(t.byID)
+}
+
 // resolve returns the table a table map names, and its new recorded
 // definition when it differs from the recorded one (a schema change record
 // to emit). A table the filter leaves out comes back excluded, never with
-// a definition.
+// a definition. A table ID is taken as known only while the map names the
+// same table: the server may give a table's ID to another table once the
+// first leaves its table cache, and does after a restart.
 func (t *tracker) resolve(ctx context.Context, ev *replication.TableMapEvent) (*tracked, *chain.Table, error) {
-	if tr := t.byID[ev.TableID]; tr != nil && !tr.stale {
+	name := string(ev.Table)
+	if tr := t.byID[ev.TableID]; tr != nil && !tr.stale && tr.name == name {
 		return tr, nil, nil
 	}
-	name := string(ev.Table)
 	if !t.filter.Includes(t.database, name) {
-		tr := &tracked{excluded: true}
+		tr := &tracked{excluded: true, name: name}
 		t.byID[ev.TableID] = tr
 		return tr, nil, nil
 	}
