@@ -54,6 +54,23 @@ func readObjects(ctx context.Context, q querier, database string, f *filter.Filt
 // objectsPrivilegesHint says what reading the objects needs.
 const objectsPrivilegesHint = "Grant the source user what reading the database's objects needs: SHOW VIEW (views), TRIGGER (triggers), EVENT (events), and SELECT on mysql.proc (MariaDB) or SHOW_ROUTINE (MySQL 8) for routines another account defined; then run again."
 
+// readDefinition reads object name of kind ("view", "function", …) in
+// database with SHOW CREATE: the statement's row, the CREATE text under
+// column with its DEFINER taken out, and that definer.
+func readDefinition(ctx context.Context, q querier, kind, column, database, name string) (row map[string]sql.NullString, def, definer string, err error) {
+	what := kind + " " + database + "." + name
+	row, err = showCreate(ctx, q, "SHOW CREATE "+strings.ToUpper(kind)+" "+quoteName(database)+"."+quoteName(name))
+	if err != nil {
+		return nil, "", "", classify(err, "read the definition of "+what)
+	}
+	text, err := createText(row, column, what)
+	if err != nil {
+		return nil, "", "", err
+	}
+	def, definer = takeDefiner(text)
+	return row, def, definer, nil
+}
+
 // showCreate runs a SHOW CREATE statement and returns its one row by
 // lowercased column name.
 func showCreate(ctx context.Context, q querier, stmt string) (map[string]sql.NullString, error) {
@@ -135,16 +152,10 @@ func readRoutines(ctx context.Context, q querier, database string, _ *filter.Fil
 	var out []chain.Object
 	for _, r := range list {
 		name, typ := r[0], strings.ToUpper(r[1])
-		what := strings.ToLower(typ) + " " + database + "." + name
-		row, err := showCreate(ctx, q, "SHOW CREATE "+typ+" "+quoteName(database)+"."+quoteName(name))
-		if err != nil {
-			return nil, classify(err, "read the definition of "+what)
-		}
-		text, err := createText(row, "create "+strings.ToLower(typ), what)
+		row, def, definer, err := readDefinition(ctx, q, strings.ToLower(typ), "create "+strings.ToLower(typ), database, name)
 		if err != nil {
 			return nil, err
 		}
-		def, definer := takeDefiner(text)
 		kind := chain.ObjectFunction
 		if typ == "PROCEDURE" {
 			kind = chain.ObjectProcedure
@@ -166,16 +177,10 @@ func readViews(ctx context.Context, q querier, database string, _ *filter.Filter
 	var names []string
 	for _, r := range list {
 		name := r[0]
-		what := "view " + database + "." + name
-		row, err := showCreate(ctx, q, "SHOW CREATE VIEW "+quoteName(database)+"."+quoteName(name))
-		if err != nil {
-			return nil, classify(err, "read the definition of "+what)
-		}
-		text, err := createText(row, "create view", what)
+		_, def, definer, err := readDefinition(ctx, q, "view", "create view", database, name)
 		if err != nil {
 			return nil, err
 		}
-		def, definer := takeDefiner(text)
 		// Outside its database (or reading another database) the server
 		// qualifies every name: the source database's own go.
 		def = strings.ReplaceAll(def, quoteName(database)+".", "")
@@ -265,16 +270,10 @@ func readTriggers(ctx context.Context, q querier, database string, f *filter.Fil
 		if !f.Includes(database, table) {
 			continue
 		}
-		what := "trigger " + database + "." + name
-		row, err := showCreate(ctx, q, "SHOW CREATE TRIGGER "+quoteName(database)+"."+quoteName(name))
-		if err != nil {
-			return nil, classify(err, "read the definition of "+what)
-		}
-		text, err := createText(row, "sql original statement", what)
+		row, def, definer, err := readDefinition(ctx, q, "trigger", "sql original statement", database, name)
 		if err != nil {
 			return nil, err
 		}
-		def, definer := takeDefiner(text)
 		def = unqualifyTrigger(def, database)
 		out = append(out, chain.Object{Kind: chain.ObjectTrigger, Schema: database, Name: name, Table: database + "." + table,
 			Definer: definer, Definition: sessionLines(row["sql_mode"].String, "") + def + ";"})
@@ -320,16 +319,10 @@ func readEvents(ctx context.Context, q querier, database string, _ *filter.Filte
 	var out []chain.Object
 	for _, r := range list {
 		name := r[0]
-		what := "event " + database + "." + name
-		row, err := showCreate(ctx, q, "SHOW CREATE EVENT "+quoteName(database)+"."+quoteName(name))
-		if err != nil {
-			return nil, classify(err, "read the definition of "+what)
-		}
-		text, err := createText(row, "create event", what)
+		row, def, definer, err := readDefinition(ctx, q, "event", "create event", database, name)
 		if err != nil {
 			return nil, err
 		}
-		def, definer := takeDefiner(text)
 		out = append(out, chain.Object{Kind: chain.ObjectEvent, Schema: database, Name: name, Definer: definer,
 			Definition: sessionLines(row["sql_mode"].String, row["time_zone"].String) + def + ";"})
 	}
