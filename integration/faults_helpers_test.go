@@ -258,9 +258,9 @@ func (s faultSource) rows(t *testing.T) func(*chain.Table) ([][]value.Value, err
 	return mariaNeutralRows(t, s.dsn)
 }
 
-// pgQueryRow runs one query on the database a postgres:// URL names and
-// scans its one row.
-func pgQueryRow(dsn, query string, out any, args ...any) error {
+// withPG runs do on a new connection to the database a postgres:// URL
+// names, within ten seconds, and closes it.
+func withPG(dsn string, do func(context.Context, *pgx.Conn) error) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	conn, err := pgx.Connect(ctx, dsn)
@@ -268,7 +268,24 @@ func pgQueryRow(dsn, query string, out any, args ...any) error {
 		return err
 	}
 	defer conn.Close(context.Background())
-	return conn.QueryRow(ctx, query, args...).Scan(out)
+	return do(ctx, conn)
+}
+
+// pgQueryRow runs one query on the database a postgres:// URL names and
+// scans its one row.
+func pgQueryRow(dsn, query string, out any, args ...any) error {
+	return withPG(dsn, func(ctx context.Context, conn *pgx.Conn) error {
+		return conn.QueryRow(ctx, query, args...).Scan(out)
+	})
+}
+
+// pgExec runs statements (several, with the simple protocol) on the
+// database a postgres:// URL names.
+func pgExec(dsn, stmts string) error {
+	return withPG(dsn, func(ctx context.Context, conn *pgx.Conn) error {
+		_, err := conn.Exec(ctx, stmts)
+		return err
+	})
 }
 
 // faultRig is a producer and a broker, on a worker of the test's own, from
@@ -891,14 +908,6 @@ func runLoad(ctx context.Context, t *testing.T, wl interface {
 // pgTouch returns a touch of a workloadSchema source: an insert into moves.
 func pgTouch(dsn string) func(n int) error {
 	return func(n int) error {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		conn, err := pgx.Connect(ctx, dsn)
-		if err != nil {
-			return err
-		}
-		defer conn.Close(context.Background())
-		_, err = conn.Exec(ctx, fmt.Sprintf(`INSERT INTO moves VALUES (%d, 'touch')`, 5_000_000+n))
-		return err
+		return pgExec(dsn, fmt.Sprintf(`INSERT INTO moves VALUES (%d, 'touch')`, 5_000_000+n))
 	}
 }

@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/sluicehq/sluice/internal/testenv"
 )
 
@@ -101,20 +99,6 @@ func resilientTouch(t *testing.T, driver, dsn string) func(n int) error {
 		_, err := db.ExecContext(ctx, fmt.Sprintf("INSERT INTO notes VALUES ('touch', 'touch %d')", n))
 		return err
 	}
-}
-
-// pgExec runs statements (several, with the simple protocol) on the
-// database a postgres:// URL names.
-func pgExec(dsn, stmts string) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		return err
-	}
-	defer conn.Close(context.Background())
-	_, err = conn.Exec(ctx, stmts)
-	return err
 }
 
 // The source PostgreSQL server misbehaves under a live workload while a
