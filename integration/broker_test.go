@@ -27,6 +27,13 @@ import (
 func lastIncremental(t *testing.T, chainURL string, storeFlags []string) string {
 	t.Helper()
 	_, cat := openChainAt(t, chainURL, storeFlags...)
+	return lastIncrementalOf(cat)
+}
+
+// lastIncrementalOf returns the ID of the catalog's newest incremental (the
+// tip when the chain has none): a broker at it has applied everything, a
+// newer segment's full holding nothing more for it.
+func lastIncrementalOf(cat *chain.Catalog) string {
 	links := cat.Links()
 	for i := len(links) - 1; i >= 0; i-- {
 		if links[i].Kind == chain.KindIncremental {
@@ -250,14 +257,21 @@ func tableCount(t *testing.T, db string) int {
 // hasPosition reports whether database db holds a broker position for
 // stream.
 func hasPosition(db, stream string) bool {
+	_, err := positionToken(db, stream)
+	return err == nil
+}
+
+// positionToken reads the position token of stream in database db.
+func positionToken(db, stream string) (string, error) {
 	var s string
-	return queryString(db, `SELECT token FROM public.sluice_cdc_state WHERE stream_id = $1`, &s, stream) == nil
+	err := queryString(db, `SELECT token FROM public.sluice_cdc_state WHERE stream_id = $1`, &s, stream)
+	return s, err
 }
 
 func stateToken(t *testing.T, db, stream string) string {
 	t.Helper()
-	var s string
-	if err := queryString(db, `SELECT token FROM public.sluice_cdc_state WHERE stream_id = $1`, &s, stream); err != nil {
+	s, err := positionToken(db, stream)
+	if err != nil {
 		t.Fatalf("read position of %s: %v", stream, err)
 	}
 	return s

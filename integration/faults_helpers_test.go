@@ -394,14 +394,7 @@ func (r *faultRig) awaitRecovery(from time.Time, within time.Duration) time.Dura
 	// A tip that is a new segment's full holds nothing for the broker to
 	// apply: the segment it caps ends with the incremental that reaches
 	// the full's anchor, and that is what the broker must have applied.
-	want := cat.Tip().ID
-	links := cat.Links()
-	for i := len(links) - 1; i >= 0; i-- {
-		if links[i].Kind == chain.KindIncremental {
-			want = links[i].ID
-			break
-		}
-	}
+	want := lastIncrementalOf(cat)
 	cl := temporalClient(r.t)
 	defer cl.Close()
 	var last workflows.BrokerStatus
