@@ -34,7 +34,6 @@ grep -E '^--- (PASS|FAIL|SKIP): Test' "$log" || true
 
 soak_table() {
 	awk '
-	function fmt(d) { return d == "" ? "-" : d }
 	/^=== RUN   Test/ { split($3, p, "/"); test = p[1] }
 	/ kill [0-9]+(: worker killed)? at workload step / { kills[test]++ }
 	/ FAULTS class=/ {
