@@ -55,11 +55,11 @@ func validDefiner(account string) bool {
 		}
 		return s != ""
 	}
-	user, host, hasHost := strings.Cut(account, "@")
-	if at := strings.LastIndex(account, "@"); at >= 0 {
-		user, host = account[:at], account[at+1:]
+	at := strings.LastIndex(account, "@")
+	if at < 0 {
+		return part(account)
 	}
-	return part(user) && (!hasHost || part(host))
+	return part(account[:at]) && part(account[at+1:])
 }
 
 // printObjects says what became of the recorded schema objects: the count
