@@ -742,6 +742,7 @@ func damagedLink(f chain.Finding) string {
 // health too: it names the stall's cause until a delivery clears it.
 func (a *Activities) JudgeBrokerIncremental(ctx context.Context, p BrokerApplyParams) (JudgeResult, error) {
 	defer a.heartbeat(ctx, nil).stop()
+	defer a.Health.Running(brokerKey(p.Stream))()
 	r, err := a.judgeBrokerIncremental(ctx, p)
 	a.failed(brokerKey(p.Stream), err)
 	return r, err
@@ -751,6 +752,7 @@ func (a *Activities) JudgeBrokerIncremental(ctx context.Context, p BrokerApplyPa
 // health too: it names the stall's cause until a delivery clears it.
 func (a *Activities) CheckChainForBroker(ctx context.Context, p CheckChainParams) (CheckChainResult, error) {
 	defer a.heartbeat(ctx, nil).stop()
+	defer a.Health.Running(brokerKey(p.Stream))()
 	r, err := a.checkChainForBroker(ctx, p)
 	a.failed(brokerKey(p.Stream), err)
 	return r, err

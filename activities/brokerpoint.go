@@ -81,6 +81,7 @@ type BrokerCut struct {
 // old by this worker's clock, whichever comes first.
 func (a *Activities) PlanBrokerCut(ctx context.Context, p BrokerCutParams) (BrokerCut, error) {
 	defer a.heartbeat(ctx, nil).stop()
+	defer a.Health.Running(brokerKey(p.Stream))()
 	r, err := a.planBrokerCut(ctx, p, time.Now())
 	a.failed(brokerKey(p.Stream), err)
 	return r, a.temporalError(err)

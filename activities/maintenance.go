@@ -25,6 +25,7 @@ type PruneParams struct {
 // deletes.
 func (a *Activities) PruneChain(ctx context.Context, p PruneParams) (retention.Result, error) {
 	defer a.heartbeat(ctx, nil).stop()
+	defer a.Health.Running(producerKey(p.Store))()
 	ch, err := a.openChain(ctx, p.Store)
 	if err != nil {
 		return retention.Result{}, a.temporalError(err)
