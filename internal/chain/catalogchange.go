@@ -242,28 +242,52 @@ func validateCatalogChange(base, next *Catalog, ch CatalogChange) error {
 	}
 	kept := len(base.Segments) - ch.Drop
 	prev := base.Tip()
+	added := map[string]bool{}
+	check := func(l *Link, kind string, segment int) error {
+		if err := checkLink(l, &prev, kind); err != nil {
+			return bad("segment %d: %v", segment, err)
+		}
+		if added[l.ID] {
+			return bad("segment %d: link %s appears twice", segment, l.ID)
+		}
+		added[l.ID] = true
+		prev = *l
+		return nil
+	}
 	for _, e := range ch.Edits {
 		if len(e.Append) > 0 && base.Segments[ch.Drop+e.Segment].Capped {
 			return bad("segment %d is capped and gains links", e.Segment)
 		}
 		for i := range e.Append {
-			if err := checkLink(&e.Append[i], &prev, KindIncremental); err != nil {
-				return bad("segment %d: %v", e.Segment, err)
+			if err := check(&e.Append[i], KindIncremental, e.Segment); err != nil {
+				return err
 			}
-			prev = e.Append[i]
 		}
 	}
 	for si := range ch.Add {
 		seg := &ch.Add[si]
-		if err := checkLink(&seg.Full, &prev, KindFull); err != nil {
-			return bad("segment %d: %v", kept+si, err)
+		if err := check(&seg.Full, KindFull, kept+si); err != nil {
+			return err
 		}
-		prev = seg.Full
 		for i := range seg.Incrementals {
-			if err := checkLink(&seg.Incrementals[i], &prev, KindIncremental); err != nil {
-				return bad("segment %d: %v", kept+si, err)
+			if err := check(&seg.Incrementals[i], KindIncremental, kept+si); err != nil {
+				return err
 			}
-			prev = seg.Incrementals[i]
+		}
+	}
+	// A new link may not repeat the ID of one the chain keeps: Find and
+	// Path would answer for the wrong one.
+	if len(added) > 0 {
+		for si := ch.Drop; si < len(base.Segments); si++ {
+			seg := &base.Segments[si]
+			if added[seg.Full.ID] {
+				return bad("link %s appears twice (segment %d holds it already)", seg.Full.ID, si-ch.Drop)
+			}
+			for i := range seg.Incrementals {
+				if id := seg.Incrementals[i].ID; added[id] {
+					return bad("link %s appears twice (segment %d holds it already)", id, si-ch.Drop)
+				}
+			}
 		}
 	}
 	return nil

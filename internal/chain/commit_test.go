@@ -555,3 +555,51 @@ func TestWriterOnAReplacedChain(t *testing.T) {
 		t.Fatalf("writer on a replaced chain: %v", err)
 	}
 }
+
+// A commit that appends a link whose ID an earlier link of the chain
+// already has (not the tip: that was always refused) is refused by the
+// reader: the catalog it would make names one link twice, so Find and Path
+// would answer for the wrong one.
+func TestCommitRepeatingAnEarlierLinkIsRefused(t *testing.T) {
+	s := newMemStore()
+	c := Open(s)
+	full := &Manifest{ID: synthID(1), Kind: KindFull, Source: testSource, StartPosition: "0/1000", EndPosition: "0/1000", CreatedAt: synthStart}
+	if err := c.CommitCatalog(context.Background(), NewCatalog(full)); err != nil {
+		t.Fatal(err)
+	}
+	base, err := c.LoadCatalog(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendLinks(t, c, base, 3)
+	base, err = c.LoadCatalog(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	links := base.Links()
+	tip, earlier := links[len(links)-1], links[1]
+	for _, tc := range []struct {
+		name   string
+		append []Link
+	}{
+		{"an earlier incremental's ID", []Link{{ID: earlier.ID, Kind: KindIncremental, Parent: tip.ID, StartPosition: tip.EndPosition, EndPosition: "0/9000", CreatedAt: synthStart}}},
+		{"the full's ID", []Link{{ID: full.ID, Kind: KindIncremental, Parent: tip.ID, StartPosition: tip.EndPosition, EndPosition: "0/9000", CreatedAt: synthStart}}},
+		{"one ID twice in one commit", []Link{
+			{ID: synthID(50), Kind: KindIncremental, Parent: tip.ID, StartPosition: tip.EndPosition, EndPosition: "0/9000", CreatedAt: synthStart},
+			{ID: synthID(51), Kind: KindIncremental, Parent: synthID(50), StartPosition: "0/9000", EndPosition: "0/9100", CreatedAt: synthStart},
+			{ID: synthID(50), Kind: KindIncremental, Parent: synthID(51), StartPosition: "0/9100", EndPosition: "0/9200", CreatedAt: synthStart},
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			commit := &CatalogCommit{FormatVersion: CatalogFormatVersionCommits, ChainID: base.ChainID, Generation: base.Generation + 1,
+				Prev: base.stored.hash, Change: CatalogChange{Edits: []SegmentEdit{{Segment: len(base.Segments) - 1, Append: tc.append}}}}
+			next, err := applyCommit(CommitKey(commit.Generation), base, base.stored.hash, commit)
+			if !errcode.Is(err, errcode.ChainInvalid) || !strings.Contains(err.Error(), "appears twice") {
+				t.Fatalf("applied (%v); want SLUICE-E-CHAIN-INVALID naming the link that appears twice", err)
+			}
+			if next != nil {
+				t.Fatal("a refused commit returned a catalog")
+			}
+		})
+	}
+}
