@@ -17,6 +17,10 @@ const (
 	OptionSetReplicaIdentity = "set_replica_identity"
 )
 
+// OptionFollowFailover is the mysql source driver's option that
+// --follow-failover sets: the chain may go on from a promoted replica.
+const OptionFollowFailover = "follow_failover"
+
 // openSource resolves a source's password reference here, in the worker,
 // and opens the source through the registry by its driver. fields are the
 // input's own option fields by option name: each one set replaces the same

@@ -492,8 +492,9 @@ type scratchMariaDB struct {
 }
 
 // startScratchMariaDB starts a scratch server in a temporary folder, with
-// the binlog on as a MySQL-family source needs it; it stops when the test ends.
-func startScratchMariaDB(t *testing.T) *scratchMariaDB {
+// the binlog on as a MySQL-family source needs it and any extra mariadbd
+// options; it stops when the test ends.
+func startScratchMariaDB(t *testing.T, options ...string) *scratchMariaDB {
 	t.Helper()
 	if _, err := exec.LookPath("mariadbd"); err != nil {
 		testenv.Missing(t, "mariadbd is not installed")
@@ -501,7 +502,7 @@ func startScratchMariaDB(t *testing.T) *scratchMariaDB {
 	_, port, _ := strings.Cut(freePort(), ":")
 	// A short folder: the server's socket path must fit in 108 bytes.
 	s := &scratchMariaDB{t: t, dir: t.TempDir(), port: port}
-	s.restart()
+	s.restart(options...)
 	t.Cleanup(func() {
 		if out, err := exec.Command("bash", s.script(), "stop", s.dir).CombinedOutput(); err != nil {
 			t.Logf("stop the scratch MariaDB: %v\n%s", err, out)

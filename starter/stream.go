@@ -24,6 +24,9 @@ type producerFlags struct {
 	target      string
 	publication string
 	filters     filterFlags
+	// followFailover lets a MySQL-family chain go on from a promoted
+	// replica, resumed by GTID.
+	followFailover bool
 }
 
 func (p *producerFlags) bind(cmd *cobra.Command) {
@@ -34,6 +37,7 @@ func (p *producerFlags) bind(cmd *cobra.Command) {
 	p.store.bindKeys(cmd, keysOpen|keysEncrypt|keysSign|keysVerify, readByWorker)
 	cmd.Flags().StringVar(&p.target, "target", "", "backup store URL of the chain: "+blobstore.Forms())
 	cmd.Flags().StringVar(&p.publication, "publication", "", "publication to read (default: sluice_all_tables, created FOR ALL TABLES when missing)")
+	cmd.Flags().BoolVar(&p.followFailover, "follow-failover", false, "MySQL-family source: --source may be a replica promoted after a failover; resume by GTID once its binlog holds the chain's position")
 	p.filters.bind(cmd)
 }
 
@@ -46,7 +50,11 @@ func (p *producerFlags) params() (activities.ProducerParams, error) {
 	if err != nil {
 		return activities.ProducerParams{}, err
 	}
-	ref.Options = sourceOptions(ref.Options, map[string]string{activities.OptionPublication: p.publication})
+	follow := ""
+	if p.followFailover {
+		follow = "true"
+	}
+	ref.Options = sourceOptions(ref.Options, map[string]string{activities.OptionPublication: p.publication, activities.OptionFollowFailover: follow})
 	spec, err := p.filters.value()
 	if err != nil {
 		return activities.ProducerParams{}, err

@@ -86,6 +86,9 @@ var (
 	SourceMismatch = register("SLUICE-E-SOURCE-MISMATCH", ExitRefused,
 		"The source database is not the one the chain was taken from (another cluster system identifier or database).",
 		"Point --source at the chain's source, or start a new chain for this database with `sluice backup full`.")
+	SourceGTIDBehind = register("SLUICE-E-SOURCE-GTID-BEHIND", ExitRefused,
+		"Following a failover (--follow-failover), the MySQL-family server's binlog does not hold the chain's GTID position: it has not executed (or not logged) every transaction the chain already holds, so reading it would leave a gap or a second history in the chain. Nothing was read.",
+		"Point --source at the replica that applied the most of the old primary's binlog, or let this one catch up (SHOW SLAVE STATUS) before promoting it; a replica must run with log_slave_updates=ON so the transactions it applied are in its own binlog. If the server is not from the chain's replication topology, start a new chain with `sluice backup full`.")
 	PublicationMissing = register("SLUICE-E-PUBLICATION-MISSING", ExitRefused,
 		"The publication named with --publication does not exist on the source.",
 		"Create it (CREATE PUBLICATION <name> FOR ALL TABLES, as a superuser) or omit --publication to use sluice's own.")

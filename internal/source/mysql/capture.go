@@ -48,7 +48,10 @@ type capture struct {
 	// pos is where the next window starts: after the last transaction
 	// delivered. read is where the stream stands (after the last event).
 	pos, read position
-	gtids     gomysql.GTIDSet
+	// tag names the server in the positions read here when it is not the
+	// chain's own (position.server); "" on the chain's own server.
+	tag   string
+	gtids gomysql.GTIDSet
 	// ended is set after a Before window: the capture is done.
 	ended bool
 }
@@ -149,6 +152,9 @@ func replicationError(err error, what string) error {
 			return &errcode.Error{Code: errcode.SourcePrivileges, Err: err, Hint: privilegesHint,
 				Message: "the source user may not read the binlog as a replica (" + what + " needs REPLICATION SLAVE)"}
 		case erMasterFatalReading:
+			if strings.Contains(me.Message, "not in the master's binlog") {
+				return errcode.Wrap(errcode.SourceGTIDBehind, err, "the server's binlog does not hold the chain's GTID position")
+			}
 			if strings.Contains(strings.ToLower(me.Message), "could not find first log file") || strings.Contains(me.Message, "purged") {
 				return errcode.Wrap(errcode.SourceLogLost, err, "the source no longer holds the binlog the chain's position is in")
 			}
@@ -193,13 +199,21 @@ func openCapture(ctx context.Context, c *conf, o source.CaptureOptions) (*captur
 	if cp.srv, err = readServer(ctx, db); err != nil {
 		return nil, err
 	}
-	if err := sameSource(o.Source, chain.SourceInfo{Engine: EngineName, SystemID: cp.srv.systemID, Database: c.database}); err != nil {
+	byGTID, err := cp.resumeMode(start)
+	if err != nil {
 		return nil, err
 	}
 	if err := checkLogSettings(ctx, db, cp.srv); err != nil {
 		return nil, err
 	}
-	if _, err := cp.LogHealth(ctx); err != nil {
+	if byGTID {
+		if err := cp.checkHoldsPosition(ctx, start); err != nil {
+			return nil, err
+		}
+		// The file and offset are another server's: nothing is known of
+		// this server's until its binlog names them (the dump's rotate).
+		cp.read = position{gtid: start.gtid, server: cp.tag}
+	} else if _, err := cp.LogHealth(ctx); err != nil {
 		return nil, err
 	}
 	if err := checkServerID(ctx, db, cp.srv, id, cp.ownerIfAny()); err != nil {
@@ -221,7 +235,12 @@ func openCapture(ctx context.Context, c *conf, o source.CaptureOptions) (*captur
 	}
 	cp.track = newTracker(db, c.database, schema, o.Filter, newFixedValues(db))
 	cp.syncer = replication.NewBinlogSyncer(syncerConfig(c, cp.srv, id, cp.owner))
-	if cp.stream, err = cp.syncer.StartSync(gomysql.Position{Name: start.file, Pos: start.offset}); err != nil {
+	if byGTID {
+		cp.stream, err = cp.syncer.StartSyncGTID(cp.gtids.Clone())
+	} else {
+		cp.stream, err = cp.syncer.StartSync(gomysql.Position{Name: start.file, Pos: start.offset})
+	}
+	if err != nil {
 		return nil, replicationError(err, "start reading the binlog at "+start.String())
 	}
 	ok = true
@@ -259,6 +278,7 @@ func (c *capture) CurrentPosition(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	p.server = c.tag
 	return p.String(), nil
 }
 
@@ -304,7 +324,17 @@ func currentPosition(ctx context.Context, db *sql.DB, srv server) (position, err
 // it), ok otherwise. RetainedBytes is the binlog from the position to the
 // server's end.
 func (c *capture) LogHealth(ctx context.Context) (source.LogHealth, error) {
-	return binlogHealth(ctx, c.db, c.pos)
+	at := c.pos
+	if at.server != c.tag {
+		// The chain's position is another server's (a failover followed
+		// by GTID): this server's binlog is read from where the stream
+		// stands, once its dump has named the file.
+		if c.read.file == "" {
+			return source.LogHealth{State: source.LogOK, WalStatus: "retained", Confirmed: c.pos.String(), Active: true}, nil
+		}
+		at = c.read
+	}
+	return binlogHealth(ctx, c.db, at)
 }
 
 func binlogHealth(ctx context.Context, db *sql.DB, at position) (source.LogHealth, error) {

@@ -31,6 +31,9 @@ type conf struct {
 	database string
 	serverID uint32
 	tls      string
+	// followFailover: a server other than the chain's own may be read,
+	// by GTID (OptionFollowFailover).
+	followFailover bool
 }
 
 // parseDSN reads a mysql:// (or mariadb://) URL: user and password, host

@@ -13,6 +13,7 @@ package mysql
 import (
 	"context"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/sluicehq/sluice/internal/chain"
@@ -47,22 +48,39 @@ var (
 	_ source.Capture = (*capture)(nil)
 )
 
-// openEngine checks the DSN and refuses every option: the driver takes
-// its settings from DSN parameters.
+// OptionFollowFailover ("true") lets a capture read a server other than
+// the chain's own: a replica promoted after a failover, resumed by GTID
+// once its binlog is known to hold everything the chain does
+// (docs/mysql-source.md, "Following a failover"). The CLI's
+// --follow-failover sets it.
+const OptionFollowFailover = "follow_failover"
+
+// openEngine checks the DSN and the driver's one option: every other
+// setting comes from DSN parameters.
 func openEngine(_ context.Context, dsn string, options map[string]string) (source.Source, error) {
-	if len(options) > 0 {
-		var keys []string
-		for k := range options {
-			keys = append(keys, k)
+	var unknown []string
+	follow := false
+	for k, v := range options {
+		if k != OptionFollowFailover {
+			unknown = append(unknown, k)
+			continue
 		}
-		sort.Strings(keys)
-		return nil, errcode.New(errcode.ConfigInvalid, "source option(s) %s: the mysql driver takes none (--publication, --slot-name and --set-replica-identity are PostgreSQL's; give server_id, tls, socket or timeout as DSN parameters)",
-			strings.Join(keys, ", "))
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return nil, errcode.New(errcode.ConfigInvalid, "source option %s=%q is not true or false", k, v)
+		}
+		follow = b
+	}
+	if len(unknown) > 0 {
+		sort.Strings(unknown)
+		return nil, errcode.New(errcode.ConfigInvalid, "source option(s) %s: the mysql driver takes only %s (--publication, --slot-name and --set-replica-identity are PostgreSQL's; give server_id, tls, socket or timeout as DSN parameters)",
+			strings.Join(unknown, ", "), OptionFollowFailover)
 	}
 	c, err := parseDSN(dsn)
 	if err != nil {
 		return nil, err
 	}
+	c.followFailover = follow
 	return &engine{dsn: dsn, c: c}, nil
 }
 

@@ -70,11 +70,19 @@ func (e *engine) snapshot(ctx context.Context, ch *chain.Chain, o source.FullOpt
 		return nil, nil, err
 	}
 	info := chain.SourceInfo{Engine: EngineName, SystemID: srv.systemID, Database: e.c.database}
+	// tag names this server in the anchor when it is not the chain's own:
+	// a rotation on a server the chain followed a failover to.
+	tag := ""
 	if src != nil {
 		if err := sameSource(*src, info); err != nil {
-			return nil, nil, err
+			if !e.c.followFailover || src.Engine != info.Engine || src.Database != info.Database {
+				return nil, nil, err
+			}
+			tag = srv.systemID
 		}
-		info.Slot = src.Slot
+		// The chain keeps its identity: every link records the source the
+		// chain was taken from.
+		info = *src
 	} else {
 		id := e.c.serverID
 		if id == 0 {
@@ -118,6 +126,7 @@ func (e *engine) snapshot(ctx context.Context, ch *chain.Chain, o source.FullOpt
 	if err != nil {
 		return nil, nil, err
 	}
+	anchor.server = tag
 	defer conn.ExecContext(context.Background(), "ROLLBACK") //nolint:errcheck // the session ends anyway
 
 	var schema *chain.Schema

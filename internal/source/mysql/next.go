@@ -186,7 +186,7 @@ func (c *capture) handle(ctx context.Context, wn *window, ev *replication.Binlog
 	wn.w.Bytes += int64(h.EventSize)
 	switch e := ev.Event.(type) {
 	case *replication.RotateEvent:
-		c.read = position{file: string(e.NextLogName), offset: uint32(e.Position), gtid: c.read.gtid}
+		c.read = position{file: string(e.NextLogName), offset: uint32(e.Position), gtid: c.read.gtid, server: c.tag}
 	case *replication.MariadbGTIDEvent:
 		if wn.before != nil && evStart.lsn() >= wn.before.lsn() {
 			return true, nil

@@ -307,6 +307,54 @@ func TestPositionsOrder(t *testing.T) {
 	if _, err := parsePosition("nofile"); err == nil {
 		t.Error("a position without an offset parsed")
 	}
+	// Positions of two servers (either side of a failover) do not order.
+	if _, ok, err := chain.ComparePositions(EngineName, "mariadb-bin.000002:400 0-1-5", "mariadb-bin.000001:300 0-2-7 @mariadb:db2:3307/2"); ok || err == nil {
+		t.Errorf("positions of two servers ordered (ok %v, err %v)", ok, err)
+	}
+}
+
+// A position read on a server other than the chain's own names it; one of
+// the chain's own server reads and writes as it always did.
+func TestPositionNamesItsServer(t *testing.T) {
+	for _, tc := range []struct {
+		text string
+		want position
+	}{
+		{"mariadb-bin.000003:4567", position{file: "mariadb-bin.000003", offset: 4567}},
+		{"mariadb-bin.000003:4567 0-1-812", position{file: "mariadb-bin.000003", offset: 4567, gtid: "0-1-812"}},
+		{"mariadb-bin.000002:330 0-1-812,1-2-9 @mariadb:db2:3306/2", position{file: "mariadb-bin.000002", offset: 330, gtid: "0-1-812,1-2-9", server: "mariadb:db2:3306/2"}},
+		{"binlog.000002:330 @3e11fa47-71ca-11e1-9e33-c80aa9429562", position{file: "binlog.000002", offset: 330, server: "3e11fa47-71ca-11e1-9e33-c80aa9429562"}},
+	} {
+		got, err := parsePosition(tc.text)
+		if err != nil || got != tc.want {
+			t.Errorf("parse %q = %+v, %v; want %+v", tc.text, got, err, tc.want)
+			continue
+		}
+		if got.String() != tc.text {
+			t.Errorf("%+v writes %q, want %q", got, got.String(), tc.text)
+		}
+	}
+	for _, bad := range []string{"", "f.000001:4 0-1-1 0-1-2", "f.000001:4 @a @b", "f.000001:4 @", "f.000001:4 @a 0-1-1"} {
+		if p, err := parsePosition(bad); err == nil {
+			t.Errorf("parse %q = %+v, want an error", bad, p)
+		}
+	}
+}
+
+// The driver takes one option, follow_failover, as a boolean; any other
+// option, or another value, is a usage error.
+func TestDriverOptions(t *testing.T) {
+	for _, v := range []string{"true", "false", "1"} {
+		if _, err := source.Open(context.Background(), "mysql", "mysql://root@h/db", map[string]string{OptionFollowFailover: v}); err != nil {
+			t.Errorf("%s=%s refused: %v", OptionFollowFailover, v, err)
+		}
+	}
+	for _, opts := range []map[string]string{{OptionFollowFailover: "yes please"}, {OptionFollowFailover: "true", "publication": "p"}} {
+		_, err := source.Open(context.Background(), "mysql", "mysql://root@h/db", opts)
+		if !errcode.Is(err, errcode.ConfigInvalid) || errcode.ExitStatus(err) != 2 {
+			t.Errorf("%v: %v", opts, err)
+		}
+	}
 }
 
 func TestDSNRefusals(t *testing.T) {

@@ -26,6 +26,9 @@ const (
 	// tables the publication would publish without a usable replica
 	// identity: IdentityRefuse (the default) or IdentityAuto.
 	OptionSetReplicaIdentity = "set_replica_identity"
+	// optionFollowFailover is the MySQL-family driver's failover option,
+	// refused here with what to do instead.
+	optionFollowFailover = "follow_failover"
 )
 
 func init() {
@@ -57,6 +60,10 @@ func openEngine(_ context.Context, dsn string, options map[string]string) (sourc
 			e.slotName = v
 		case OptionSetReplicaIdentity:
 			e.identity = v
+		case optionFollowFailover:
+			return nil, &errcode.Error{Code: errcode.ConfigInvalid,
+				Message: "--follow-failover is for MySQL-family sources: a PostgreSQL 15 replication slot does not survive a failover",
+				Hint:    "After a PostgreSQL failover, take a new full with --chain-slot into a new chain on the promoted server (docs/operations.md, \"After a failover\")."}
 		default:
 			unknown = append(unknown, k)
 		}

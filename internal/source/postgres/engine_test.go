@@ -37,6 +37,13 @@ func TestOpenTakesOnlyTheDriversOptions(t *testing.T) {
 	if !errcode.Is(err, errcode.ConfigInvalid) || !strings.Contains(err.Error(), "gtid, server_id") {
 		t.Errorf("unknown options: %v", err)
 	}
+	// A slot does not follow a failover on PostgreSQL 15: the refusal says
+	// so and what to do.
+	_, err = source.Open(ctx, "postgres", "postgres://app@db/app", map[string]string{optionFollowFailover: "true"})
+	if e, ok := errcode.As(err); !ok || e.Code != errcode.ConfigInvalid || errcode.ExitStatus(err) != 2 ||
+		!strings.Contains(err.Error(), "does not survive a failover") || !strings.Contains(e.HintText(), "new chain") {
+		t.Errorf("--follow-failover on PostgreSQL: %v", err)
+	}
 }
 
 func TestOpenCaptureNeedsTheChainSlot(t *testing.T) {
