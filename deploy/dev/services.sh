@@ -170,6 +170,29 @@ ensure_postgres() {
 		log "postgres: max_slot_wal_keep_size reset to its default (unlimited)"
 	fi
 
+	# A development server keeps no data worth an fsync: its commits still
+	# reach the kernel before they return, so a crashed or killed server
+	# (the fault tests' restarts) recovers everything, and only a lost
+	# machine would lose them. Without the fsyncs and the full-page images
+	# after each checkpoint, the tests' bulk loads write less WAL, which
+	# every streaming slot of the cluster decodes.
+	local tuned=0
+	for setting in fsync=off full_page_writes=off max_wal_size=4GB; do
+		name=${setting%%=*}
+		want=${setting#*=}
+		if [[ $(psql_ -c "SHOW $name") == "$want" ]]; then
+			continue
+		fi
+		psql_ -c "ALTER SYSTEM SET $name = '$want'"
+		tuned=1
+	done
+	if ((tuned)); then
+		psql_ -c 'SELECT pg_reload_conf()' >/dev/null
+		log "postgres: fsync off, full_page_writes off, max_wal_size 4GB (a development server)"
+	else
+		log "postgres: fsync, full_page_writes and max_wal_size already tuned for development"
+	fi
+
 	# TLS on loopback, so the tests can show a DSN asking for TLS gets it
 	# (and is refused, never downgraded, where it cannot). ssl reloads.
 	if [[ $(psql_ -c 'SHOW ssl') == on ]]; then
@@ -245,6 +268,9 @@ binlog_format = ROW
 binlog_row_image = FULL
 binlog_row_metadata = FULL
 server_id = 1
+# A development server: the redo log reaches the kernel at each commit and
+# the disk once a second, so a killed server keeps every commit.
+innodb_flush_log_at_trx_commit = 2
 '
 	mkdir -p "$MARIADB_SNIPPET_DIR"
 	if [[ ! -f $MARIADB_SNIPPET || "$(<"$MARIADB_SNIPPET")"$'\n' != "$snippet" ]]; then
@@ -261,6 +287,8 @@ server_id = 1
 		log "mariadb: starting"
 		start_mariadb
 	fi
+	# Dynamic: a server started before the snippet said so takes it now.
+	mariadb_ -e 'SET GLOBAL innodb_flush_log_at_trx_commit = 2'
 	state=$(mariadb_binlog_state)
 	if [[ $state == "$MARIADB_WANT" ]]; then
 		log "mariadb: binlog already on in ROW format"
