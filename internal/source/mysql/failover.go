@@ -17,6 +17,27 @@ import (
 // chain goes on from a promoted replica (OptionFollowFailover) once that
 // server's binlog is known to hold everything the chain holds.
 
+// serverTag is the tag of positions read on the server here for a chain
+// taken from chainSrc: "" when it is the chain's own server, its system ID
+// when it is another one the chain may follow a failover to (follow set,
+// same engine and database). Any other server is refused with
+// SLUICE-E-SOURCE-MISMATCH, whose hint names --follow-failover when the
+// flag would have let it in.
+func serverTag(chainSrc, here chain.SourceInfo, follow bool) (string, error) {
+	err := sameSource(chainSrc, here)
+	if err == nil {
+		return "", nil
+	}
+	sameData := chainSrc.Engine == here.Engine && chainSrc.Database == here.Database
+	if follow && sameData {
+		return here.SystemID, nil
+	}
+	if sameData {
+		err.Hint = "Point --source at the chain's source. If the chain's server failed over to this one (a replica promoted with log_slave_updates=ON), run with --follow-failover to resume by GTID; otherwise start a new chain for this database with `sluice backup full`."
+	}
+	return "", err
+}
+
 // resumeMode decides how the capture resumes at start on the server it
 // connected to, and sets the server tag of the positions it reads there.
 // byGTID is false when start is a position of this server. A server other
@@ -24,17 +45,11 @@ import (
 // position recorded on another server.
 func (c *capture) resumeMode(start position) (byGTID bool, err error) {
 	here := chain.SourceInfo{Engine: EngineName, SystemID: c.srv.systemID, Database: c.c.database}
-	own := sameSource(c.o.Source, here) == nil
-	if !own {
-		if !c.c.followFailover || c.o.Source.Engine != EngineName || c.o.Source.Database != c.c.database {
-			return false, &errcode.Error{Code: errcode.SourceMismatch, Hint: failoverHint(c.o.Source, here),
-				Message: fmt.Sprintf("the chain was taken from %s database %q (server %s); this source is %s database %q (server %s)",
-					c.o.Source.Engine, c.o.Source.Database, c.o.Source.SystemID, here.Engine, here.Database, here.SystemID)}
-		}
-		c.tag = c.srv.systemID
+	if c.tag, err = serverTag(c.o.Source, here, c.c.followFailover); err != nil {
+		return false, err
 	}
 	switch {
-	case own && start.server == "", !own && start.server == c.srv.systemID:
+	case start.server == c.tag:
 		return false, nil
 	case !c.c.followFailover:
 		return false, &errcode.Error{Code: errcode.SourceMismatch,
@@ -42,16 +57,6 @@ func (c *capture) resumeMode(start position) (byGTID bool, err error) {
 			Hint:    "Run with --follow-failover: the capture resumes by the position's GTID on this server once its binlog is known to hold it."}
 	}
 	return true, nil
-}
-
-// failoverHint is the hint of a refused server: --follow-failover when the
-// server could be a promoted replica of the chain's (same engine and
-// database), the generic remedy otherwise.
-func failoverHint(chainSrc, here chain.SourceInfo) string {
-	if chainSrc.Engine == here.Engine && chainSrc.Database == here.Database {
-		return "Point --source at the chain's source. If the chain's server failed over to this one (a replica promoted with log_slave_updates=ON), run with --follow-failover to resume by GTID; otherwise start a new chain for this database with `sluice backup full`."
-	}
-	return "" // the code's own
 }
 
 // checkHoldsPosition refuses a server whose binlog does not reach the

@@ -74,11 +74,8 @@ func (e *engine) snapshot(ctx context.Context, ch *chain.Chain, o source.FullOpt
 	// a rotation on a server the chain followed a failover to.
 	tag := ""
 	if src != nil {
-		if err := sameSource(*src, info); err != nil {
-			if !e.c.followFailover || src.Engine != info.Engine || src.Database != info.Database {
-				return nil, nil, err
-			}
-			tag = srv.systemID
+		if tag, err = serverTag(*src, info, e.c.followFailover); err != nil {
+			return nil, nil, err
 		}
 		// The chain keeps its identity: every link records the source the
 		// chain was taken from.
@@ -177,7 +174,7 @@ func (e *engine) snapshot(ctx context.Context, ch *chain.Chain, o source.FullOpt
 }
 
 // sameSource refuses a source other than the one the chain records.
-func sameSource(chainSrc, got chain.SourceInfo) error {
+func sameSource(chainSrc, got chain.SourceInfo) *errcode.Error {
 	if chainSrc.Engine != got.Engine || chainSrc.SystemID != got.SystemID || chainSrc.Database != got.Database {
 		return errcode.New(errcode.SourceMismatch, "the chain was taken from %s database %q (server %s); this source is %s database %q (server %s)",
 			chainSrc.Engine, chainSrc.Database, chainSrc.SystemID, got.Engine, got.Database, got.SystemID)
