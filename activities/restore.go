@@ -3,8 +3,11 @@ package activities
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"sort"
 	"sync/atomic"
+
+	"go.temporal.io/sdk/activity"
 
 	"github.com/sluicehq/sluice/internal/apply"
 	"github.com/sluicehq/sluice/internal/chain"
@@ -250,6 +253,10 @@ type TargetParams struct {
 	Replace bool               `json:"replace,omitempty"`
 	// Subset is the part of the chain's tables restored (zero: all).
 	Subset target.Subset `json:"subset,omitzero"`
+	// ApplyConcurrency is how many lanes apply each incremental
+	// (restore --apply-concurrency; 0 or 1: one transaction per
+	// incremental).
+	ApplyConcurrency int `json:"apply_concurrency,omitempty"`
 }
 
 // restoreFull is what a restore step works on: the chain, the full, the
@@ -300,7 +307,48 @@ func (a *Activities) PrepareTarget(ctx context.Context, p TargetParams) error {
 	if err := f.t.Prepare(ctx, f.schema, p.Replace); err != nil {
 		return a.temporalError(err)
 	}
-	return a.temporalError(f.t.ClearRestoreLinks(ctx, p.ChainID))
+	// The incrementals after the full apply as a broker's do, under a
+	// position of the restore's own: it starts at the full, its marks
+	// cleared, so a restore that starts over skips nothing.
+	st := f.t.State()
+	if err := st.EnsureControlTables(ctx); err != nil {
+		return a.temporalError(err)
+	}
+	tok := apply.Token{Engine: apply.EngineBroker, Stream: RestoreStream(p.ChainID), ChainID: p.ChainID, LastApplied: p.FullID, Subset: p.Subset}
+	return a.temporalError(replaceState(ctx, st, tok))
+}
+
+// RestoreStream is the stream a restore of chain chainID applies its
+// incrementals under: a position row and marks in the target's control
+// tables, as a broker's. Its ':' is refused in a --stream-id, so no
+// broker shares it.
+func RestoreStream(chainID string) string { return "restore:" + chainID }
+
+// EndRestore ends the restore's stream once every incremental is applied:
+// its marks go, and its position stays, with no run holding it, as the
+// record of the last link the restore applied (what a broker's
+// --at-chain-id then names). The next restore of the chain replaces it.
+func (a *Activities) EndRestore(ctx context.Context, p TargetParams) error {
+	defer a.heartbeat(ctx, nil).stop()
+	t, err := openTarget(ctx, p.Target)
+	if err != nil {
+		return a.temporalError(err)
+	}
+	defer t.Close(context.Background())
+	stream := RestoreStream(p.ChainID)
+	row, found, err := t.State().ReadState(ctx, stream)
+	if err != nil {
+		return a.temporalError(err)
+	}
+	if !found {
+		return a.temporalError(errcode.New(errcode.RestorePositionMissing, "the target holds no position of the restore of chain %s (stream %s) to end", p.ChainID, stream))
+	}
+	tok, err := apply.Decode(row.Token, row.Checksum)
+	if err != nil {
+		return a.temporalError(errcode.Wrap(errcode.BrokerPositionCorrupt, err, "stream %s", stream))
+	}
+	tok.Owner = ""
+	return a.temporalError(replaceState(ctx, t.State(), tok))
 }
 
 // LoadTableParams name one table to load.
@@ -367,6 +415,12 @@ func (a *Activities) FinishTarget(ctx context.Context, p TargetParams) error {
 type ApplyIncrementalParams struct {
 	TargetParams
 	Incremental string `json:"incremental"`
+	// After is the link the restore's position must record as applied
+	// before this incremental: the previous incremental, or the full for
+	// the first. Empty in runs planned before restores applied through
+	// positions: the full, or the plan's previous incremental, is then
+	// taken from the chain.
+	After string `json:"after,omitempty"`
 	// Records, when positive, applies only the incremental's first Records
 	// records: the restore to a point stops inside it. 0 applies them all.
 	Records int64 `json:"records,omitempty"`
@@ -382,9 +436,14 @@ type ApplyProgress struct {
 	Changes     int64  `json:"changes"`
 }
 
-// ApplyIncremental applies one incremental to a restored target in one
-// transaction that also records it as applied, so a retry never applies it
-// twice. It returns the number of changes applied (0 when already applied).
+// ApplyIncremental applies one incremental to a restored target through the
+// broker's apply (internal/apply) under the restore's own position
+// (RestoreStream): a retry resumes from what the target committed and never
+// applies a change twice. With one lane the incremental applies in one
+// target transaction, position included; with more, on lanes as a broker
+// does, when the judgment finds every table it touches replayable so
+// (otherwise on one lane, with a warning). It returns the number of
+// changes of the incremental, also when a retry finds it applied.
 func (a *Activities) ApplyIncremental(ctx context.Context, p ApplyIncrementalParams) (int64, error) {
 	hb := a.heartbeat(ctx, nil)
 	defer hb.stop()
@@ -401,32 +460,100 @@ func (a *Activities) ApplyIncremental(ctx context.Context, p ApplyIncrementalPar
 			"incremental %s of chain %s changed since the restore was planned: its records digest is %s, the plan counted %d records of %s",
 			m.ID, p.ChainID, m.RecordsDigest(), p.Records, p.RecordsDigest))
 	}
-	// Only the changes of the subset's tables apply; the rest are read
-	// and checked with them.
-	sel, err := p.Subset.Select(schema)
-	if err != nil {
-		return 0, a.temporalError(err)
+	after := p.After
+	if after == "" {
+		if after, err = a.linkBefore(ctx, ch, m.ID); err != nil {
+			return 0, a.temporalError(err)
+		}
 	}
 	t, err := openTarget(ctx, p.Target)
 	if err != nil {
 		return 0, a.temporalError(err)
 	}
 	defer t.Close(context.Background())
+	stream := RestoreStream(p.ChainID)
+	info := activity.GetInfo(ctx)
+	owner := fmt.Sprintf("%s/%s/%d", info.WorkflowExecution.RunID, info.ActivityID, info.Attempt)
+	if err := apply.Claim(ctx, t.State(), stream, owner); err != nil {
+		if errcode.Is(err, errcode.BrokerNoPosition) {
+			err = errcode.New(errcode.RestorePositionMissing, "the target holds no position of the restore of chain %s (stream %s) to apply incremental %s after", p.ChainID, stream, m.ID)
+		}
+		return 0, a.temporalError(err)
+	}
+	o := apply.RestoreOptions(stream, owner, after, p.Subset, p.Records, p.RecordsDigest)
+	if p.ApplyConcurrency > 1 {
+		if err := restoreLanes(ctx, t, ch, m, schema, p, &o); err != nil {
+			return 0, a.temporalError(err)
+		}
+	}
 	var done atomic.Int64
 	hb.report(func() any { return ApplyProgress{Incremental: m.ID, Changes: done.Load()} })
-	applied, err := t.RestoreIncremental(ctx, ch, p.ChainID, m, schema, sel, p.Records, func(n int64) { done.Store(n) })
+	o.Progress = func(n int64) { done.Store(n) }
+	r, err := apply.ApplyIncremental(ctx, ch, m, schema, t, o)
 	if err != nil {
 		return 0, a.temporalError(err)
 	}
-	// The source's sequence counters as the incremental ended, raised once
-	// its rows are in, also by a retry that finds it applied.
-	if _, err := apply.RaiseSequences(ctx, t, m, schema, sel); err != nil {
-		return 0, a.temporalError(err)
+	if r.Replan {
+		return 0, a.temporalError(errcode.New(errcode.RestoreLinkRewritten,
+			"incremental %s of chain %s changed since the restore was planned", m.ID, p.ChainID))
 	}
-	if !applied {
-		return 0, nil
+	if r.Stopped {
+		// The source's counters as the incremental ended, raised over the
+		// part a restore to a point applies (never lowered; a counter
+		// ahead of its rows is harmless).
+		sel, err := p.Subset.Select(schema)
+		if err != nil {
+			return 0, a.temporalError(err)
+		}
+		if _, err := apply.RaiseSequences(ctx, t, m, schema, sel); err != nil {
+			return 0, a.temporalError(err)
+		}
 	}
 	return m.Changes, nil
+}
+
+// restoreLanes sets o to apply on p.ApplyConcurrency lanes, with the
+// insert arbiters the judgment of m finds on the target, when the
+// judgment finds the incremental replayable on lanes exactly once; a
+// table without key or identities leaves o on one lane, one transaction.
+func restoreLanes(ctx context.Context, t target.Target, ch *chain.Chain, m *chain.Manifest, schema *chain.Schema, p ApplyIncrementalParams, o *apply.Options) error {
+	sel, err := p.Subset.Select(schema)
+	if err != nil {
+		return err
+	}
+	j, err := t.JudgeIncremental(ctx, ch, m, schema, sel)
+	if errcode.Is(err, errcode.BrokerKeylessTable) {
+		slog.Warn("restore: this incremental applies on one lane, in one transaction: a table it touches has no key and its changes no identities",
+			"incremental", m.ID, "reason", err)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	o.Lanes, o.Arbiters, o.CheckpointChanges = p.ApplyConcurrency, j.Arbiters, apply.DefaultCheckpointChanges
+	return nil
+}
+
+// linkBefore is the link before incremental id in its segment: the
+// previous incremental, or the segment's full.
+func (a *Activities) linkBefore(ctx context.Context, ch *chain.Chain, id string) (string, error) {
+	cat, err := a.catalogs.Latest(ctx, ch)
+	if err != nil {
+		return "", err
+	}
+	_, si, ok := cat.Find(id)
+	if !ok {
+		return "", errcode.New(errcode.LinkNotFound, "incremental %s is not in the chain's catalog", id)
+	}
+	seg := cat.Segments[si]
+	prev := seg.Full.ID
+	for _, l := range seg.Incrementals {
+		if l.ID == id {
+			return prev, nil
+		}
+		prev = l.ID
+	}
+	return "", errcode.New(errcode.LinkNotFound, "incremental %s is not in the chain's catalog", id)
 }
 
 // tableBytes is the raw size of a table's chunks in a full.

@@ -70,7 +70,7 @@ func (c *cli) restoreCmd() *cobra.Command {
 	var tgt targetFlags
 	var store storeFlags
 	var backupTarget, through, until, untilPosition string
-	var parallel int
+	var parallel, concurrency int
 	var replace bool
 	var sf subsetFlags
 	var of objectFlags
@@ -90,6 +90,9 @@ func (c *cli) restoreCmd() *cobra.Command {
 			if parallel < 1 || parallel > 64 {
 				return usageError("--parallel %d: give 1 to 64", parallel)
 			}
+			if err := workflows.CheckApplyConcurrency(concurrency, tgt.maxLanes(), tgt.driver); err != nil {
+				return err
+			}
 			if err := checkPointFlags(through, until, untilPosition); err != nil {
 				return err
 			}
@@ -106,7 +109,7 @@ func (c *cli) restoreCmd() *cobra.Command {
 				id:       "restore/" + name,
 				workflow: workflows.RestoreWorkflow,
 				input: workflows.RestoreInput{Store: st, Target: ref, Parallel: parallel, Replace: replace, Through: through,
-					Until: until, UntilPosition: untilPosition, Subset: subset, Objects: objects},
+					Until: until, UntilPosition: untilPosition, Subset: subset, Objects: objects, ApplyConcurrency: concurrency},
 				attrs: temporal.NewSearchAttributes(
 					workflows.SearchAttrChain.ValueSet(st.URL),
 					workflows.SearchAttrRole.ValueSet("restore")),
@@ -134,6 +137,7 @@ func (c *cli) restoreCmd() *cobra.Command {
 	tgt.bind(cmd)
 	cmd.Flags().StringVar(&backupTarget, "backup-target", "", "backup store URL of the chain: "+blobstore.Forms())
 	cmd.Flags().IntVar(&parallel, "parallel", 2, "tables loaded at once")
+	cmd.Flags().IntVar(&concurrency, "apply-concurrency", 1, "lanes applying each incremental after the full, hashed by table and key as the broker's (1: each incremental in one transaction)")
 	cmd.Flags().StringVar(&through, "through", "", "restore up to and including this link ID (default: the chain's tip)")
 	cmd.Flags().StringVar(&until, "until", "", "restore every transaction that committed at or before this RFC 3339 time (inclusive; e.g. 2026-12-05T14:03:00Z) and none after")
 	cmd.Flags().StringVar(&untilPosition, "until-position", "", "restore every transaction at or before this source position (inclusive): a PostgreSQL commit LSN such as 0/16B3748, or for the MySQL family a GTID set or binlog file:offset, as backup inspect prints them")

@@ -262,6 +262,7 @@ func BrokerWorkflow(ctx workflow.Context, in BrokerInput) (BrokerResult, error) 
 			var rr RestoreResult
 			err := workflow.ExecuteChildWorkflow(cctx, RestoreWorkflow, RestoreInput{
 				Store: in.Store, Target: in.Target, Parallel: 2, Replace: true, Through: start.Tail, Subset: in.Subset, Objects: in.Objects,
+				ApplyConcurrency: in.Concurrency,
 			}).Get(ctx, &rr)
 			if err == nil {
 				err = workflow.ExecuteActivity(shortActivity(ctx, "write the position"), a.InitBrokerPosition, activities.InitPositionParams{

@@ -141,6 +141,7 @@ func TestRestoreAppliesIncrementalsAfterTheFull(t *testing.T) {
 	}, nil).Once()
 	env.OnActivity(acts.PrepareTarget, mock.Anything, mock.Anything).Return(nil).Once()
 	env.OnActivity(acts.LoadTable, mock.Anything, mock.Anything).Return(int64(3), nil).Once()
+	env.OnActivity(acts.EndRestore, mock.Anything, mock.Anything).Return(nil).Once()
 	env.OnActivity(acts.CreateObjects, mock.Anything, mock.Anything).Return(activities.ObjectsReport{}, nil).Once()
 	env.OnActivity(acts.FinishTarget, mock.Anything, mock.Anything).Return(nil).Once()
 	var applied []string
@@ -165,6 +166,7 @@ func TestBrokerResetWritesThePositionAfterTheRestore(t *testing.T) {
 	env.OnActivity(acts.PrepareBroker, mock.Anything, mock.Anything).Return(activities.BrokerStart{Mode: activities.ModeReset, ChainID: "c", Tail: "i1"}, nil).Once()
 	env.OnActivity(acts.PlanRestore, mock.Anything, mock.Anything).Return(activities.RestorePlan{ChainID: "c", FullID: "f", Through: "i1"}, nil).Once()
 	env.OnActivity(acts.PrepareTarget, mock.Anything, mock.Anything).Return(nil).Once()
+	env.OnActivity(acts.EndRestore, mock.Anything, mock.Anything).Return(nil).Once()
 	env.OnActivity(acts.CreateObjects, mock.Anything, mock.Anything).Return(activities.ObjectsReport{}, nil).Once()
 	env.OnActivity(acts.FinishTarget, mock.Anything, mock.Anything).Return(nil).Once()
 	var wrote activities.InitPositionParams

@@ -53,7 +53,7 @@ type roleUnit struct {
 func units() map[Role]roleUnit {
 	var a *activities.Activities
 	restore := roleUnit{workflows: []any{RestoreWorkflow}, activities: []string{
-		name(a.PlanRestore), name(a.PrepareTarget), name(a.LoadTable), name(a.ApplyIncremental), name(a.FinishTarget), name(a.CreateObjects)}}
+		name(a.PlanRestore), name(a.PrepareTarget), name(a.LoadTable), name(a.ApplyIncremental), name(a.EndRestore), name(a.FinishTarget), name(a.CreateObjects)}}
 	return map[Role]roleUnit{
 		RoleProducer: {workflows: []any{FullBackupWorkflow, ProducerWorkflow, RotateWorkflow, IncrementalWorkflow}, activities: []string{
 			name(a.FullBackup), name(a.CaptureWindow), name(a.RotateSegment), name(a.RequestProducerStop), name(a.PruneChain)}},

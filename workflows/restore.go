@@ -26,6 +26,9 @@ type RestoreInput struct {
 	// Subset is the part of the chain's tables to restore (--include-table,
 	// --exclude-table; zero: all of them).
 	Subset target.Subset `json:"subset,omitzero"`
+	// ApplyConcurrency is how many lanes apply each incremental (restore
+	// --apply-concurrency; 0 or 1: one transaction per incremental).
+	ApplyConcurrency int `json:"apply_concurrency,omitempty"`
 	// Objects say whether the recorded schema objects (views, routines,
 	// triggers, …) are run once the rows are in.
 	Objects activities.ObjectsParams `json:"objects,omitzero"`
@@ -61,6 +64,11 @@ type RestoreResult struct {
 // end after the incrementals.
 const versionRestoreObjects = "restore-objects"
 
+// versionRestoreThroughApply names the change that made a restore apply
+// its incrementals under a position of its own, through the broker's
+// apply, and end that position at the end (EndRestore).
+const versionRestoreThroughApply = "restore-through-apply"
+
 // RestoreStatus is what the status query of a restore returns.
 type RestoreStatus struct {
 	Phase       string `json:"phase"`
@@ -90,7 +98,8 @@ func RestoreWorkflow(ctx workflow.Context, in RestoreInput) (RestoreResult, erro
 	}
 	st.FullID, st.TablesTotal, st.RowsTotal, st.IncrementalsTotal = plan.FullID, len(plan.Tables), plan.Rows, len(plan.Incrementals)
 
-	target := activities.TargetParams{Store: in.Store, Target: in.Target, ChainID: plan.ChainID, FullID: plan.FullID, Replace: in.Replace, Subset: in.Subset}
+	target := activities.TargetParams{Store: in.Store, Target: in.Target, ChainID: plan.ChainID, FullID: plan.FullID, Replace: in.Replace, Subset: in.Subset,
+		ApplyConcurrency: in.ApplyConcurrency}
 	st.Phase = "preparing target"
 	if err := workflow.ExecuteActivity(shortActivity(ctx, "check target, create types"), a.PrepareTarget, target).Get(ctx, nil); err != nil {
 		return RestoreResult{}, err
@@ -105,12 +114,18 @@ func RestoreWorkflow(ctx workflow.Context, in RestoreInput) (RestoreResult, erro
 	if err := workflow.ExecuteActivity(shortActivity(ctx, "foreign keys and sequences"), a.FinishTarget, target).Get(ctx, nil); err != nil {
 		return RestoreResult{}, err
 	}
-	// Incrementals apply in chain order, each in one target transaction.
-	// A restore to a point applies only the first records of the last one.
+	// Incrementals apply in chain order, as a broker applies them, under
+	// the restore's own position. A restore to a point applies only the
+	// first records of the last one.
+	throughApply := workflow.GetVersion(ctx, versionRestoreThroughApply, workflow.DefaultVersion, 1) == 1
+	after := plan.FullID
 	for i, id := range plan.Incrementals {
 		st.Phase = "applying incrementals"
 		var changes int64
 		params := activities.ApplyIncrementalParams{TargetParams: target, Incremental: id}
+		if throughApply {
+			params.After, after = after, id
+		}
 		if i == len(plan.Incrementals)-1 && plan.LastRecords > 0 {
 			params.Records, params.RecordsDigest = plan.LastRecords, plan.LastDigest
 		}
@@ -123,6 +138,11 @@ func RestoreWorkflow(ctx workflow.Context, in RestoreInput) (RestoreResult, erro
 		}
 		st.IncrementalsDone++
 		st.ChangesDone += changes
+	}
+	if throughApply {
+		if err := workflow.ExecuteActivity(shortActivity(ctx, "end the restore's position"), a.EndRestore, target).Get(ctx, nil); err != nil {
+			return RestoreResult{}, err
+		}
 	}
 	// The views, routines, triggers, … last: after every row, so no
 	// trigger fires on the restore's own writes and materialized views

@@ -42,6 +42,7 @@ func TestBrokerSubsetReachesEveryStep(t *testing.T) {
 		}).Once()
 	env.OnActivity(acts.FinishTarget, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, p activities.TargetParams) error { check("finish", p.Subset); return nil }).Once()
+	env.OnActivity(acts.EndRestore, mock.Anything, mock.Anything).Return(nil).Once()
 	env.OnActivity(acts.CreateObjects, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, p activities.CreateObjectsParams) (activities.ObjectsReport, error) {
 			check("schema objects", p.Subset)
@@ -87,6 +88,7 @@ func TestRestoreReportsTheTablesLeftOut(t *testing.T) {
 	env.OnActivity(acts.PlanRestore, mock.Anything, mock.Anything).Return(
 		activities.RestorePlan{ChainID: "c", FullID: "f", Through: "f", Excluded: []string{"public.a", "public.b"}}, nil).Once()
 	env.OnActivity(acts.PrepareTarget, mock.Anything, mock.Anything).Return(nil).Once()
+	env.OnActivity(acts.EndRestore, mock.Anything, mock.Anything).Return(nil).Once()
 	env.OnActivity(acts.CreateObjects, mock.Anything, mock.Anything).Return(activities.ObjectsReport{}, nil).Once()
 	env.OnActivity(acts.FinishTarget, mock.Anything, mock.Anything).Return(nil).Once()
 	env.ExecuteWorkflow(RestoreWorkflow, RestoreInput{Subset: target.Subset{ExcludeTables: []string{"a", "b"}}})

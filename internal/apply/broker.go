@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math"
 	"time"
 
 	"github.com/sluicehq/sluice/internal/chain"
@@ -44,6 +45,11 @@ type Options struct {
 	// --apply-delay) and leaves the position inside the incremental
 	// there, so a later apply resumes from it exactly once.
 	StopAt int64
+	// CheckWhole, with StopAt, reads and checks the incremental's records
+	// after StopAt too (framing and the manifest's counts) before the stop
+	// commits: a restore to a point checks the whole incremental it stops
+	// inside, as a restore of all of it does.
+	CheckWhole bool
 	// StopDigest is the chunk digest (ChunksDigest) of the incremental
 	// StopAt was counted in; an incremental that no longer has it (a
 	// compaction rewrote it since) is not applied and Result.Replan says
@@ -215,34 +221,53 @@ func ApplyIncremental(ctx context.Context, ch *chain.Chain, m *chain.Manifest, s
 			return res, err
 		}
 	}
+	// Every record read is checked against the framing and the counts the
+	// manifest records, as the chain's own walk checks them; with one
+	// lane and no checkpoint inside, nothing commits before the last check.
+	var f chain.Framing
 	var index int64
 	for _, ref := range m.Chunks {
 		it, err := ch.ReadChangeChunk(ctx, ref)
 		if err != nil {
 			return res, err
 		}
+		var n int64
 		for it.Next() {
-			if o.StopAt > 0 && index == o.StopAt {
+			if o.StopAt > 0 && index == o.StopAt && !o.CheckWhole {
 				return res, d.stop(ctx, index)
 			}
 			c := it.Change()
-			if err := d.record(ctx, index, index < skip, c); err != nil {
+			if err := f.Check(m, ref, n, c); err != nil {
 				return res, err
+			}
+			n++
+			if o.StopAt == 0 || index < o.StopAt {
+				if err := d.record(ctx, index, index < skip, c); err != nil {
+					return res, err
+				}
 			}
 			index++
 		}
 		if err := it.Err(); err != nil {
 			return res, err
 		}
-	}
-	if o.StopAt > 0 && index == o.StopAt {
-		return res, d.stop(ctx, index)
+		if err := chain.CheckChunkRecords(m, ref, n); err != nil {
+			return res, err
+		}
 	}
 	if o.StopAt > 0 {
-		return res, errcode.New(errcode.BrokerIncrementalRewritten, "the apply was to stop after record %d of incremental %s, which holds %d", o.StopAt, m.ID, index)
+		if index < o.StopAt {
+			return res, errcode.New(errcode.BrokerIncrementalRewritten, "the apply was to stop after record %d of incremental %s, which holds %d", o.StopAt, m.ID, index)
+		}
+		if o.CheckWhole {
+			if err := f.End(m); err != nil {
+				return res, err
+			}
+		}
+		return res, d.stop(ctx, o.StopAt)
 	}
-	if d.open {
-		return res, errcode.New(errcode.ChunkCorrupt, "incremental %s ends inside source transaction %s", m.ID, d.cur.Identity())
+	if err := f.End(m); err != nil {
+		return res, err
 	}
 	// The final checkpoint moves the position past the incremental.
 	if err := d.checkpoint(ctx, index, true); err != nil {
@@ -319,25 +344,16 @@ type dispatcher struct {
 
 func (d *dispatcher) record(ctx context.Context, index int64, skipped bool, c *chain.Change) error {
 	switch c.Op {
-	case chain.OpBegin:
-		if d.open {
-			return errcode.New(errcode.ChunkCorrupt, "incremental %s: record %d begins a transaction inside another", d.m.ID, index)
-		}
+	case chain.OpBegin: // the framing was checked before (chain.Framing)
 		d.open, d.cur = true, *c
 		return nil
 	case chain.OpCommit:
-		if !d.open {
-			return errcode.New(errcode.ChunkCorrupt, "incremental %s: record %d commits outside a transaction", d.m.ID, index)
-		}
 		d.open = false
 		d.boundary = index + 1
 		if !skipped && d.pending >= d.o.CheckpointChanges {
 			return d.checkpoint(ctx, d.boundary, false)
 		}
 		return nil
-	}
-	if !d.open {
-		return errcode.New(errcode.ChunkCorrupt, "incremental %s: record %d is a change outside a transaction", d.m.ID, index)
 	}
 	// A change of a table the subset leaves out is neither applied nor
 	// marked; the transaction's commit moves the position past it all
@@ -503,4 +519,16 @@ func (d *dispatcher) checkpoint(ctx context.Context, boundary int64, final bool)
 		d.o.Progress(d.res.Applied)
 	}
 	return nil
+}
+
+// RestoreOptions are the options a restore applies an incremental with,
+// under the restore's own stream and lease: after the link after (the
+// previous incremental, or the full), on one lane, in one target
+// transaction (no checkpoint inside; the position commits with the last
+// row), every record checked even when stopAt stops the apply inside the
+// incremental (a restore to a point; stopDigest is the incremental's
+// ChunksDigest when the stop was planned).
+func RestoreOptions(stream, owner, after string, subset target.Subset, stopAt int64, stopDigest string) Options {
+	return Options{Stream: stream, Owner: owner, Lanes: 1, ExpectedLast: after, Subset: subset,
+		StopAt: stopAt, StopDigest: stopDigest, CheckWhole: true, CheckpointChanges: math.MaxInt64}
 }

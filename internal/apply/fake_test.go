@@ -59,7 +59,6 @@ func newFakeTarget() *fakeTarget {
 }
 
 func (f *fakeTarget) Prepare(context.Context, *chain.Schema, bool) error  { return nil }
-func (f *fakeTarget) ClearRestoreLinks(context.Context, string) error     { return nil }
 func (f *fakeTarget) Finish(context.Context, *chain.Schema) error         { return nil }
 func (f *fakeTarget) JudgeColdStart(context.Context, *chain.Schema) error { return nil }
 func (f *fakeTarget) MaxLanes() int                                       { return f.maxLanes }
@@ -67,9 +66,6 @@ func (f *fakeTarget) Close(context.Context) error                         { retu
 func (f *fakeTarget) State() target.StateStore                            { return fakeState{f} }
 func (f *fakeTarget) LoadTable(context.Context, *chain.Chain, *chain.Schema, chain.TableData, target.LoadProgress) (int64, error) {
 	return 0, nil
-}
-func (f *fakeTarget) RestoreIncremental(context.Context, *chain.Chain, string, *chain.Manifest, *chain.Schema, *target.Selection, int64, func(int64)) (bool, error) {
-	return false, nil
 }
 func (f *fakeTarget) JudgeIncremental(context.Context, *chain.Chain, *chain.Manifest, *chain.Schema, *target.Selection) (target.Judgment, error) {
 	return target.Judgment{}, nil

@@ -60,7 +60,7 @@ func FirstRecords(n int64, visit func(*Change) error) func(*Change) error {
 // differs from m ManifestInvalid; visit's and afterChunk's errors are
 // returned as they are.
 func (c *Chain) WalkIncremental(ctx context.Context, m *Manifest, visit func(*Change) error, afterChunk func(changes int64) error) error {
-	var f framing
+	var f Framing
 	for _, ref := range m.Chunks {
 		it, err := c.ReadChangeChunk(ctx, ref)
 		if err != nil {
@@ -69,8 +69,8 @@ func (c *Chain) WalkIncremental(ctx context.Context, m *Manifest, visit func(*Ch
 		var n int64
 		for it.Next() {
 			ch := it.Change()
-			if err := f.check(ch); err != nil {
-				return errcode.Wrap(errcode.ChunkCorrupt, err, "incremental %s, chunk %s, record %d", m.ID, ref.Key, n)
+			if err := f.Check(m, ref, n, ch); err != nil {
+				return err
 			}
 			if err := visit(ch); err != nil {
 				return err
@@ -80,8 +80,8 @@ func (c *Chain) WalkIncremental(ctx context.Context, m *Manifest, visit func(*Ch
 		if err := it.Err(); err != nil {
 			return err
 		}
-		if n != ref.Rows {
-			return errcode.New(errcode.ChunkCorrupt, "incremental %s: chunk %s holds %d change records, the manifest records %d", m.ID, ref.Key, n, ref.Rows)
+		if err := CheckChunkRecords(m, ref, n); err != nil {
+			return err
 		}
 		if afterChunk != nil {
 			if err := afterChunk(f.changes); err != nil {
@@ -89,6 +89,37 @@ func (c *Chain) WalkIncremental(ctx context.Context, m *Manifest, visit func(*Ch
 			}
 		}
 	}
+	return f.End(m)
+}
+
+// CheckChunkRecords refuses a chunk of incremental m that held n change
+// records where its reference counts another number (ChunkCorrupt).
+func CheckChunkRecords(m *Manifest, ref ChunkRef, n int64) error {
+	if n != ref.Rows {
+		return errcode.New(errcode.ChunkCorrupt, "incremental %s: chunk %s holds %d change records, the manifest records %d", m.ID, ref.Key, n, ref.Rows)
+	}
+	return nil
+}
+
+// Check follows record c, the n-th of chunk ref of incremental m, and
+// refuses it with a coded ChunkCorrupt error when it breaks the framing:
+// a row, truncate or schema change outside a transaction, a begin inside
+// one, a commit outside one, or (where identified) a change of another
+// transaction or out of ordinal order.
+func (f *Framing) Check(m *Manifest, ref ChunkRef, n int64, c *Change) error {
+	if err := f.check(c); err != nil {
+		return errcode.Wrap(errcode.ChunkCorrupt, err, "incremental %s, chunk %s, record %d", m.ID, ref.Key, n)
+	}
+	return nil
+}
+
+// Open reports whether the records so far end inside a transaction.
+func (f *Framing) Open() bool { return f.open }
+
+// End checks, after the last record of incremental m, that no transaction
+// is left open (ChunkCorrupt) and that the changes and transactions read
+// number what m records (ManifestInvalid).
+func (f *Framing) End(m *Manifest) error {
 	if f.open {
 		return errcode.New(errcode.ChunkCorrupt, "incremental %s ends inside source transaction %s", m.ID, txName(f.id))
 	}
@@ -108,8 +139,12 @@ func txName(id Identity) string {
 	return strconv.FormatUint(uint64(id.XID), 10)
 }
 
-// framing follows the transaction structure of an incremental's records.
-type framing struct {
+// Framing follows the transaction structure of an incremental's records as
+// they are read, and counts their changes and transactions: the checks
+// WalkIncremental makes, for a reader that walks the chunks itself (the
+// broker's and restore's apply). The zero value is ready before the first
+// record.
+type Framing struct {
 	open       bool
 	identified bool // the open transaction's begin carries an identity
 	id         Identity
@@ -118,7 +153,7 @@ type framing struct {
 	txns       int64
 }
 
-func (f *framing) check(c *Change) error {
+func (f *Framing) check(c *Change) error {
 	switch c.Op {
 	case OpBegin:
 		if f.open {

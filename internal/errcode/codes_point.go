@@ -19,6 +19,13 @@ var RestoreLinkRewritten = register("SLUICE-E-RESTORE-LINK-REWRITTEN", ExitRefus
 	"A restore to a point stops inside an incremental, counted when the restore planned; a compaction rewrote that incremental's records before the restore reached it, so the count no longer marks the same transaction. Nothing of that incremental was applied.",
 	"Run the same restore again (with --replace-existing, since the target now holds its earlier links): it plans against the compacted chain.")
 
+// RestorePositionMissing is a restore whose own position the target no
+// longer holds (or never held: a restore prepared by a release that
+// recorded incrementals in sluice_restore_links).
+var RestorePositionMissing = register("SLUICE-E-RESTORE-POSITION-MISSING", ExitRefused,
+	"A restore applies the incrementals after its full under a position of its own in the target's sluice_cdc_state (stream restore:<chain ID>), written when it prepared the target; that row is missing, so the restore cannot tell what it applied. Nothing of the incremental was applied.",
+	"Run the restore again with --replace-existing: it prepares the target and writes the position anew. A restore started before an upgrade of the worker ends this way once.")
+
 // PointPassed is a broker's --until point that its target has already
 // applied past.
 var PointPassed = register("SLUICE-E-POINT-PASSED", ExitRefused,

@@ -15,30 +15,20 @@ import (
 )
 
 // Target is one open target database. Restore calls Prepare, LoadTable and
-// Finish (and RestoreIncremental for the incrementals after a full); the
-// broker judges each incremental, keeps its position and marks through State
-// and applies through lanes. A Target is safe to use from one goroutine;
+// Finish; the incrementals after a full, restore's and the broker's alike,
+// are judged, applied through lanes and recorded in the position and marks
+// of State (internal/apply drives them). A Target is safe to use from one goroutine;
 // lanes it opens have connections of their own.
 type Target interface {
 	// Prepare readies the target for the tables of a schema: it refuses when
 	// a table the restore would write already holds rows (unless replace,
 	// which drops them) and creates what the tables need before their data.
 	Prepare(ctx context.Context, s *chain.Schema, replace bool) error
-	// ClearRestoreLinks forgets which incrementals of chainID a restore applied.
-	ClearRestoreLinks(ctx context.Context, chainID string) error
 	// LoadTable creates one table of a full and loads its rows, returning
 	// how many it loaded.
 	LoadTable(ctx context.Context, ch *chain.Chain, s *chain.Schema, td chain.TableData, progress LoadProgress) (int64, error)
 	// Finish adds keys, indexes, constraints and sequence values after the data.
 	Finish(ctx context.Context, s *chain.Schema) error
-	// RestoreIncremental applies incremental m of chain chainID in one
-	// transaction unless the target records it as applied already; it
-	// reports whether it applied it. schema is the schema in force before m.
-	// sel, when not nil, applies only the changes it keeps (a restore of a
-	// subset of the tables). records, when positive, applies only m's first
-	// records (a restore to a point stops on a transaction boundary inside
-	// m); every record is still read and checked.
-	RestoreIncremental(ctx context.Context, ch *chain.Chain, chainID string, m *chain.Manifest, schema *chain.Schema, sel *Selection, records int64, progress func(changes int64)) (bool, error)
 
 	// RaiseSequences raises the target's sequence counters to the values
 	// an incremental records (chain.Manifest.Sequences, or several merged
@@ -127,7 +117,9 @@ var ErrNoState = errors.New("the stream has no position row")
 // StateStore keeps broker positions (one row per stream) and apply marks in
 // the target, so they commit with the rows they describe.
 type StateStore interface {
-	// EnsureControlTables creates the position and marks tables when missing.
+	// EnsureControlTables creates the position and marks tables when
+	// missing, and drops the table restores once recorded their
+	// incrementals in (sluice_restore_links) when the target has one.
 	EnsureControlTables(ctx context.Context) error
 	// ReadState returns a stream's row; found is false when there is none,
 	// or when the control tables do not exist yet.

@@ -13,9 +13,12 @@ import (
 
 // The broker's and restore's control tables.
 const (
-	stateTable        = "sluice_cdc_state"
-	marksTable        = "sluice_cdc_apply_marks"
-	restoreLinksTable = "sluice_restore_links"
+	stateTable = "sluice_cdc_state"
+	marksTable = "sluice_cdc_apply_marks"
+	// legacyRestoreLinksTable is where restores once recorded the
+	// incrementals they applied; the name stays reserved, and
+	// EnsureControlTables drops the table.
+	legacyRestoreLinksTable = "sluice_restore_links"
 )
 
 // maxIdent is the longest identifier MySQL and MariaDB take, in characters.
@@ -64,7 +67,7 @@ type nameSet map[string]string
 
 func newNameSet() nameSet {
 	n := nameSet{}
-	for _, c := range []string{stateTable, marksTable, restoreLinksTable} {
+	for _, c := range []string{stateTable, marksTable, legacyRestoreLinksTable} {
 		n[c] = "sluice's control table " + c
 	}
 	return n

@@ -8,9 +8,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sluicehq/sluice/internal/apply"
 	"github.com/sluicehq/sluice/internal/chain"
 	"github.com/sluicehq/sluice/internal/chain/chaintest"
 	"github.com/sluicehq/sluice/internal/errcode"
+	"github.com/sluicehq/sluice/internal/target"
 	"github.com/sluicehq/sluice/internal/value"
 )
 
@@ -202,14 +204,14 @@ func TestFinishIndexesAndForeignKeys(t *testing.T) {
 		"orders_user_fk|app__users|CASCADE")
 }
 
-// An incremental a restore applies is split by its schema change's
-// implicit commit; a crash after the DDL resumes from the recorded count,
-// applying nothing twice.
+// An incremental a restore applies (one lane, one transaction) is split by
+// its schema change's implicit commit; a crash after the DDL resumes from
+// the position and marks, applying nothing twice.
 func TestRestoreIncrementalResumesAcrossASchemaChange(t *testing.T) {
 	tg := openTarget(t)
 	kl := keylessTable()
 	s := &chain.Schema{Tables: []chain.Table{kl}}
-	restoreRows(t, tg, s, nil)
+	restoreEmpty(t, tg, s)
 	next := keylessTable()
 	next.Columns = append(next.Columns, col("c", "text", 25))
 	recs := chaintest.Txn(60, ins(&kl, "1", "x"),
@@ -218,17 +220,18 @@ func TestRestoreIncrementalResumesAcrossASchemaChange(t *testing.T) {
 	ch, m := chaintest.WriteIncremental(t, recs, 2)
 	ctx := context.Background()
 	crashAt(t, true)
-	if _, err := tg.RestoreIncremental(ctx, ch, "chain-1", m, s, nil, 0, nil); !errors.Is(err, errCrash) {
+	opts := apply.RestoreOptions(testStream, testOwner, testFull, target.Subset{}, 0, "")
+	if _, err := apply.ApplyIncremental(ctx, ch, m, s, tg, opts); !errors.Is(err, errCrash) {
 		t.Fatalf("first restore: %v, want the injected crash", err)
 	}
 	testHookImplicit = nil
-	applied, err := tg.RestoreIncremental(ctx, ch, "chain-1", m, s, nil, 0, nil)
-	if err != nil || !applied {
-		t.Fatalf("second restore: applied %t, %v", applied, err)
+	r, err := apply.ApplyIncremental(ctx, ch, m, s, tg, opts)
+	if err != nil || r.Applied == 0 || r.Skipped == 0 {
+		t.Fatalf("second restore: %+v, %v; want it resumed, applying the rest", r, err)
 	}
 	wantRows(t, tg.db, "SELECT a, b, c FROM kl ORDER BY a", "1|x|NULL", "2|y|z")
-	if applied, err := tg.RestoreIncremental(ctx, ch, "chain-1", m, s, nil, 0, nil); err != nil || applied {
-		t.Fatalf("third restore: applied %t, %v; want it skipped", applied, err)
+	if r, err := apply.ApplyIncremental(ctx, ch, m, s, tg, opts); err != nil || r.Applied != 0 {
+		t.Fatalf("third restore: %+v, %v; want it skipped", r, err)
 	}
 }
 

@@ -139,7 +139,15 @@ func (s stateStore) EnsureControlTables(ctx context.Context) error {
 		return classify(err, "connect to create the broker's control tables")
 	}
 	defer conn.Close()
-	return ensureControlTables(ctx, conn, s.t.flavor)
+	if err := ensureControlTables(ctx, conn, s.t.flavor); err != nil {
+		return err
+	}
+	// Restores once recorded their incrementals in a table of their own;
+	// they apply under a position now, and the old table goes.
+	if _, err := conn.ExecContext(ctx, `DROP TABLE IF EXISTS `+legacyRestoreLinksTable); err != nil {
+		return classify(err, "drop "+legacyRestoreLinksTable)
+	}
+	return nil
 }
 
 // ReadState returns a stream's position row; found is false when there is

@@ -320,3 +320,27 @@ func ClaimStream(ctx context.Context, dsn, stream, owner string) error {
 	defer conn.Close(context.WithoutCancel(ctx))
 	return apply.Claim(ctx, stateStore{conn: conn}, stream, owner)
 }
+
+// legacyRestoreLinksTable is where restores once recorded the incrementals
+// they applied, before they applied under a position.
+const legacyRestoreLinksTable = "public.sluice_restore_links"
+
+// dropLegacyRestoreLinks drops the table restores once recorded their
+// incrementals in, when the target still has one: only a table of exactly
+// its three columns, so a table of the application that happens to bear
+// the name is left alone.
+func dropLegacyRestoreLinks(ctx context.Context, conn *pgx.Conn) error {
+	var cols string
+	err := conn.QueryRow(ctx, `SELECT coalesce(string_agg(column_name::text, ',' ORDER BY column_name::text), '')
+		FROM information_schema.columns WHERE table_schema = 'public' AND table_name = 'sluice_restore_links'`).Scan(&cols)
+	if err != nil {
+		return classify(err, "look up "+legacyRestoreLinksTable)
+	}
+	if cols != "applied_at,chain_id,link_id" {
+		return nil
+	}
+	if _, err := conn.Exec(ctx, `DROP TABLE `+legacyRestoreLinksTable); err != nil {
+		return classify(err, "drop "+legacyRestoreLinksTable)
+	}
+	return nil
+}

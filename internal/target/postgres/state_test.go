@@ -86,3 +86,22 @@ func TestMarkRangesRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// A target that still has the table restores once recorded their
+// incrementals in loses it when the control tables are ensured; a table
+// of the application that only bears its name is left alone.
+func TestLegacyRestoreLinksTableDropped(t *testing.T) {
+	ctx := context.Background()
+	legacy := targetDB(t, `CREATE TABLE public.sluice_restore_links (chain_id text NOT NULL, link_id text NOT NULL,
+		applied_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (chain_id, link_id));
+		INSERT INTO public.sluice_restore_links (chain_id, link_id) VALUES ('c', 'i-1')`)
+	if err := (&Target{conn: legacy}).State().EnsureControlTables(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wantRows(t, legacy, `SELECT to_regclass('public.sluice_restore_links') IS NULL`, "t")
+	app := targetDB(t, `CREATE TABLE public.sluice_restore_links (id int PRIMARY KEY, note text); INSERT INTO public.sluice_restore_links VALUES (1, 'mine')`)
+	if err := (&Target{conn: app}).State().EnsureControlTables(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wantRows(t, app, `SELECT note FROM public.sluice_restore_links`, "mine")
+}

@@ -62,11 +62,6 @@ func (t *Target) Prepare(ctx context.Context, s *chain.Schema, replace bool) err
 	return Prepare(ctx, t.conn, s, replace)
 }
 
-// ClearRestoreLinks is ClearRestoreLinks on the control connection.
-func (t *Target) ClearRestoreLinks(ctx context.Context, chainID string) error {
-	return ClearRestoreLinks(ctx, t.conn, chainID)
-}
-
 // LoadTable is LoadTable on the control connection.
 func (t *Target) LoadTable(ctx context.Context, ch *chain.Chain, s *chain.Schema, td chain.TableData, progress target.LoadProgress) (int64, error) {
 	return LoadTable(ctx, t.conn, ch, s, td, progress)
@@ -74,11 +69,6 @@ func (t *Target) LoadTable(ctx context.Context, ch *chain.Chain, s *chain.Schema
 
 // Finish is Finish on the control connection.
 func (t *Target) Finish(ctx context.Context, s *chain.Schema) error { return Finish(ctx, t.conn, s) }
-
-// RestoreIncremental is RestoreIncremental on the control connection.
-func (t *Target) RestoreIncremental(ctx context.Context, ch *chain.Chain, chainID string, m *chain.Manifest, schema *chain.Schema, sel *target.Selection, records int64, progress func(int64)) (bool, error) {
-	return RestoreIncremental(ctx, t.conn, ch, chainID, m, schema, sel, records, progress)
-}
 
 // JudgeIncremental is JudgeIncremental on the control connection.
 func (t *Target) JudgeIncremental(ctx context.Context, ch *chain.Chain, m *chain.Manifest, schema *chain.Schema, sel *target.Selection) (target.Judgment, error) {
@@ -138,7 +128,10 @@ func replicaRole(ctx context.Context, conn *pgx.Conn) (replica bool) {
 type stateStore struct{ conn *pgx.Conn }
 
 func (s stateStore) EnsureControlTables(ctx context.Context) error {
-	return EnsureControlTables(ctx, s.conn)
+	if err := EnsureControlTables(ctx, s.conn); err != nil {
+		return err
+	}
+	return dropLegacyRestoreLinks(ctx, s.conn)
 }
 
 func (s stateStore) ReadState(ctx context.Context, stream string) (target.StateRow, bool, error) {

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/sluicehq/sluice/internal/apply"
 	"github.com/sluicehq/sluice/internal/chain"
 	"github.com/sluicehq/sluice/internal/chain/chaintest"
 	"github.com/sluicehq/sluice/internal/errcode"
@@ -124,3 +125,24 @@ var (
 	txt     = chaintest.Text
 	toasted = chain.Value{Kind: chain.ValueUnchanged}
 )
+
+// restoreApply applies m as a restore applies an incremental
+// (apply.RestoreOptions) under a restore stream whose position starts at
+// the full the first time.
+func restoreApply(t *testing.T, tg *Target, ch *chain.Chain, m *chain.Manifest, s *chain.Schema, subset target.Subset) (apply.Result, error) {
+	t.Helper()
+	const stream, owner, full = "restore:c", "run-1", "full-1"
+	ctx := context.Background()
+	if _, found, err := tg.State().ReadState(ctx, stream); err != nil {
+		t.Fatal(err)
+	} else if !found {
+		row, err := apply.Row(apply.Token{Engine: apply.EngineBroker, Stream: stream, ChainID: "c", LastApplied: full, Owner: owner, Subset: subset})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := tg.State().ReplaceState(ctx, stream, &row); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return apply.ApplyIncremental(ctx, ch, m, s, tg, apply.RestoreOptions(stream, owner, full, subset, 0, ""))
+}

@@ -122,7 +122,15 @@ type stateStore struct{ db *sql.DB }
 // EnsureControlTables creates the position and marks tables when missing.
 func (s stateStore) EnsureControlTables(ctx context.Context) error {
 	return withWrite(ctx, s.db, "create the broker's control tables", func(conn *sql.Conn) error {
-		return ensureControlTables(ctx, conn)
+		if err := ensureControlTables(ctx, conn); err != nil {
+			return err
+		}
+		// Restores once recorded their incrementals in a table of their
+		// own; they apply under a position now, and the old table goes.
+		if _, err := conn.ExecContext(ctx, `DROP TABLE IF EXISTS `+legacyRestoreLinksTable); err != nil {
+			return classify(err, "drop "+legacyRestoreLinksTable)
+		}
+		return nil
 	})
 }
 

@@ -90,3 +90,15 @@ func TestOpenDSNs(t *testing.T) {
 		wantCode(t, err, errcode.ConfigInvalid)
 	}
 }
+
+// A target that still has the table restores once recorded their
+// incrementals in loses it when the control tables are ensured.
+func TestLegacyRestoreLinksTableDropped(t *testing.T) {
+	tg := openTarget(t)
+	exec(t, tg, `CREATE TABLE sluice_restore_links (chain_id TEXT NOT NULL, link_id TEXT NOT NULL, applied_at TEXT NOT NULL, PRIMARY KEY (chain_id, link_id))`,
+		`INSERT INTO sluice_restore_links VALUES ('c', 'i-1', '2026-01-01')`)
+	if err := tg.State().EnsureControlTables(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	wantRows(t, tg, `SELECT count(*) FROM sqlite_master WHERE name = 'sluice_restore_links'`, "0")
+}

@@ -45,13 +45,9 @@ func TestRestoreIncrementalOfASubset(t *testing.T) {
 	recs = append(recs, chaintest.Txn(6, chain.Change{Op: chain.OpTruncate, Tables: []string{"public.other", "public.items"}},
 		ins("public.items", txt("3", "c", "d")...))...)
 	m := chaintest.AddIncremental(t, ch, recs, 3)
-	sel, err = target.Subset{IncludeTables: []string{"items"}}.Select(full)
-	if err != nil {
-		t.Fatal(err)
-	}
-	applied, err := tg.RestoreIncremental(ctx, ch, "chain-1", m, full, sel, 0, nil)
-	if err != nil || !applied {
-		t.Fatalf("applied %v, %v", applied, err)
+	r, err := restoreApply(t, tg, ch, m, full, target.Subset{IncludeTables: []string{"items"}})
+	if err != nil || r.Applied == 0 {
+		t.Fatalf("applied %+v, %v", r, err)
 	}
 	wantRows(t, tg, "SELECT id, name FROM items ORDER BY id", "3|c")
 	wantRows(t, tg, "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sluice%' ORDER BY name", "items")
