@@ -126,8 +126,9 @@ func killMariaDBConnections(t *testing.T, admin *sql.DB, where string, args ...a
 // and the target ends equal to the source. The server is a scratch one
 // of the test's own.
 //
-// sluice:exclusive — it restarts a database server (a scratch one, but the
-// restart and crash recovery load the machine the other shards share).
+// sluice:heavy — it restarts a database server of its own (a scratch one),
+// whose restart and crash recovery load the machine: it runs in the heavy
+// lane, beside the shards but never beside another heavy test.
 func TestFaultsTargetPostgresRestarts(t *testing.T) {
 	s := startScratchPostgres(t)
 	dsn := s.createDB("target")
@@ -143,8 +144,9 @@ func TestFaultsTargetPostgresRestarts(t *testing.T) {
 // and shut down cleanly) while the broker applies a live workload on four
 // lanes; as above, on a scratch server of the test's own.
 //
-// sluice:exclusive — it restarts a database server (a scratch one, but the
-// restart and crash recovery load the machine the other shards share).
+// sluice:heavy — it restarts a database server of its own (a scratch one),
+// whose restart and crash recovery load the machine: it runs in the heavy
+// lane, beside the shards but never beside another heavy test.
 func TestFaultsTargetMariaDBRestarts(t *testing.T) {
 	s := startScratchMariaDB(t)
 	mariaExec(t, s.dsn("root", ""), "CREATE DATABASE target CHARACTER SET utf8mb4")

@@ -370,7 +370,12 @@ ensure_temporal() {
 		return
 	fi
 	local args=(server start-dev --ip "$HOST" --port "$TEMPORAL_PORT" --ui-port "$TEMPORAL_UI_PORT"
-		--db-filename "$SLUICE_STATE/temporal.db" --log-level warn)
+		--db-filename "$SLUICE_STATE/temporal.db" --log-level warn
+		# Write-ahead logging, no fsync: every workflow task, heartbeat and
+		# timer is a SQLite commit, and a flush each one made every test
+		# wait on the disk. A killed server loses nothing (its writes are
+		# in the kernel's cache); a lost machine loses the dev history.
+		--sqlite-pragma journal_mode=wal --sqlite-pragma synchronous=off)
 	local name
 	for name in "${NAMESPACES[@]}"; do
 		args+=(--namespace "$name")

@@ -3,7 +3,7 @@
 # integration tests against the real services that deploy/dev/services.sh
 # started. Services are required here: a missing one fails the run.
 #
-# The integration tests run in SLUICE_TEST_SHARDS (default 4) processes of
+# The integration tests run in SLUICE_TEST_SHARDS (default 5) processes of
 # the integration test binary at once, each with its own worker and task
 # queue; inside one process tests still run one after another. Shards are
 # balanced by each test's duration in integration/testdata/durations.txt (a
@@ -25,7 +25,7 @@ export SLUICE_REQUIRE_SERVICES=1
 # The tests' workflows go to a namespace of their own (services.sh creates
 # it), so the demo's default namespace stays clean.
 export TEMPORAL_NAMESPACE=${SLUICE_TEST_NAMESPACE:-sluice-test}
-SHARDS=${SLUICE_TEST_SHARDS:-4}
+SHARDS=${SLUICE_TEST_SHARDS:-5}
 DURATIONS=integration/testdata/durations.txt
 
 # failures LOG prints, for each test that failed in a verbose go test log,
