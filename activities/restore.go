@@ -253,6 +253,9 @@ type TargetParams struct {
 	Replace bool               `json:"replace,omitempty"`
 	// Subset is the part of the chain's tables restored (zero: all).
 	Subset target.Subset `json:"subset,omitzero"`
+	// Incrementals counts the incrementals the restore applies after the
+	// full: with none, it writes no position (and no control table).
+	Incrementals int `json:"incrementals,omitempty"`
 	// ApplyConcurrency is how many lanes apply each incremental
 	// (restore --apply-concurrency; 0 or 1: one transaction per
 	// incremental).
@@ -309,12 +312,21 @@ func (a *Activities) PrepareTarget(ctx context.Context, p TargetParams) error {
 	}
 	// The incrementals after the full apply as a broker's do, under a
 	// position of the restore's own: it starts at the full, its marks
-	// cleared, so a restore that starts over skips nothing.
+	// cleared, so a restore that starts over skips nothing. A restore of
+	// a full alone writes no control table, and drops the position an
+	// earlier restore of the chain left.
 	st := f.t.State()
+	stream := RestoreStream(p.ChainID)
+	if p.Incrementals == 0 {
+		if _, found, err := st.ReadState(ctx, stream); err != nil || !found {
+			return a.temporalError(err)
+		}
+		return a.temporalError(st.ReplaceState(ctx, stream, nil))
+	}
 	if err := st.EnsureControlTables(ctx); err != nil {
 		return a.temporalError(err)
 	}
-	tok := apply.Token{Engine: apply.EngineBroker, Stream: RestoreStream(p.ChainID), ChainID: p.ChainID, LastApplied: p.FullID, Subset: p.Subset}
+	tok := apply.Token{Engine: apply.EngineBroker, Stream: stream, ChainID: p.ChainID, LastApplied: p.FullID, Subset: p.Subset}
 	return a.temporalError(replaceState(ctx, st, tok))
 }
 

@@ -43,7 +43,7 @@ func TestRestoreAppliesUnderItsOwnPosition(t *testing.T) {
 			env := suite.NewTestActivityEnvironment()
 			a := &Activities{}
 			env.RegisterActivity(a)
-			tp := TargetParams{Store: f.store, Target: f.ref, ChainID: f.b.Cat.ChainID, FullID: f.full, ApplyConcurrency: lanes}
+			tp := TargetParams{Store: f.store, Target: f.ref, ChainID: f.b.Cat.ChainID, FullID: f.full, ApplyConcurrency: lanes, Incrementals: 2}
 			applyLink := func(id, after string) (int64, error) {
 				v, err := env.ExecuteActivity(a.ApplyIncremental, ApplyIncrementalParams{TargetParams: tp, Incremental: id, After: after})
 				if err != nil {
@@ -91,5 +91,35 @@ func TestRestoreAppliesUnderItsOwnPosition(t *testing.T) {
 				t.Fatalf("%d marks (%v) left, want none", marks, err)
 			}
 		})
+	}
+}
+
+// A restore of a full alone leaves no control table in the target, and
+// takes away the position an earlier restore of the chain left there.
+func TestRestoreOfAFullAloneWritesNoPosition(t *testing.T) {
+	f := newStartFixture(t)
+	var suite testsuite.WorkflowTestSuite
+	env := suite.NewTestActivityEnvironment()
+	a := &Activities{}
+	env.RegisterActivity(a)
+	tp := TargetParams{Store: f.store, Target: f.ref, ChainID: f.b.Cat.ChainID, FullID: f.full}
+	if _, err := env.ExecuteActivity(a.PrepareTarget, tp); err != nil {
+		t.Fatal(err)
+	}
+	if n := f.controlTables(); n != 0 {
+		t.Fatalf("%d control tables after preparing a restore of a full alone, want none", n)
+	}
+	tp.Incrementals, tp.Replace = 2, true
+	if _, err := env.ExecuteActivity(a.PrepareTarget, tp); err != nil {
+		t.Fatal(err)
+	}
+	tp.Incrementals = 0
+	if _, err := env.ExecuteActivity(a.PrepareTarget, tp); err != nil {
+		t.Fatal(err)
+	}
+	tgt := f.open()
+	defer tgt.Close(context.Background())
+	if _, found, err := tgt.State().ReadState(context.Background(), RestoreStream(tp.ChainID)); err != nil || found {
+		t.Fatalf("the earlier restore's position: found %t, %v; want it gone", found, err)
 	}
 }

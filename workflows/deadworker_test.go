@@ -166,7 +166,6 @@ func TestBrokerResetWritesThePositionAfterTheRestore(t *testing.T) {
 	env.OnActivity(acts.PrepareBroker, mock.Anything, mock.Anything).Return(activities.BrokerStart{Mode: activities.ModeReset, ChainID: "c", Tail: "i1"}, nil).Once()
 	env.OnActivity(acts.PlanRestore, mock.Anything, mock.Anything).Return(activities.RestorePlan{ChainID: "c", FullID: "f", Through: "i1"}, nil).Once()
 	env.OnActivity(acts.PrepareTarget, mock.Anything, mock.Anything).Return(nil).Once()
-	env.OnActivity(acts.EndRestore, mock.Anything, mock.Anything).Return(nil).Once()
 	env.OnActivity(acts.CreateObjects, mock.Anything, mock.Anything).Return(activities.ObjectsReport{}, nil).Once()
 	env.OnActivity(acts.FinishTarget, mock.Anything, mock.Anything).Return(nil).Once()
 	var wrote activities.InitPositionParams

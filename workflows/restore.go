@@ -99,7 +99,7 @@ func RestoreWorkflow(ctx workflow.Context, in RestoreInput) (RestoreResult, erro
 	st.FullID, st.TablesTotal, st.RowsTotal, st.IncrementalsTotal = plan.FullID, len(plan.Tables), plan.Rows, len(plan.Incrementals)
 
 	target := activities.TargetParams{Store: in.Store, Target: in.Target, ChainID: plan.ChainID, FullID: plan.FullID, Replace: in.Replace, Subset: in.Subset,
-		ApplyConcurrency: in.ApplyConcurrency}
+		ApplyConcurrency: in.ApplyConcurrency, Incrementals: len(plan.Incrementals)}
 	st.Phase = "preparing target"
 	if err := workflow.ExecuteActivity(shortActivity(ctx, "check target, create types"), a.PrepareTarget, target).Get(ctx, nil); err != nil {
 		return RestoreResult{}, err
@@ -139,7 +139,7 @@ func RestoreWorkflow(ctx workflow.Context, in RestoreInput) (RestoreResult, erro
 		st.IncrementalsDone++
 		st.ChangesDone += changes
 	}
-	if throughApply {
+	if throughApply && len(plan.Incrementals) > 0 {
 		if err := workflow.ExecuteActivity(shortActivity(ctx, "end the restore's position"), a.EndRestore, target).Get(ctx, nil); err != nil {
 			return RestoreResult{}, err
 		}

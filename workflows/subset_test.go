@@ -88,7 +88,6 @@ func TestRestoreReportsTheTablesLeftOut(t *testing.T) {
 	env.OnActivity(acts.PlanRestore, mock.Anything, mock.Anything).Return(
 		activities.RestorePlan{ChainID: "c", FullID: "f", Through: "f", Excluded: []string{"public.a", "public.b"}}, nil).Once()
 	env.OnActivity(acts.PrepareTarget, mock.Anything, mock.Anything).Return(nil).Once()
-	env.OnActivity(acts.EndRestore, mock.Anything, mock.Anything).Return(nil).Once()
 	env.OnActivity(acts.CreateObjects, mock.Anything, mock.Anything).Return(activities.ObjectsReport{}, nil).Once()
 	env.OnActivity(acts.FinishTarget, mock.Anything, mock.Anything).Return(nil).Once()
 	env.ExecuteWorkflow(RestoreWorkflow, RestoreInput{Subset: target.Subset{ExcludeTables: []string{"a", "b"}}})

@@ -111,7 +111,6 @@ func TestRestoreLoadsEveryTableThenFinishes(t *testing.T) {
 			return 0, errors.New("unknown table")
 		}).Times(3)
 	finished := false
-	env.OnActivity(acts.EndRestore, mock.Anything, mock.Anything).Return(nil).Once()
 	env.OnActivity(acts.CreateObjects, mock.Anything, mock.Anything).Return(activities.ObjectsReport{}, nil).Once()
 	env.OnActivity(acts.FinishTarget, mock.Anything, mock.Anything).Return(
 		func(context.Context, activities.TargetParams) error {
