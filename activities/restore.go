@@ -553,19 +553,14 @@ func (a *Activities) linkBefore(ctx context.Context, ch *chain.Chain, id string)
 	if err != nil {
 		return "", err
 	}
-	_, si, ok := cat.Find(id)
-	if !ok {
-		return "", errcode.New(errcode.LinkNotFound, "incremental %s is not in the chain's catalog", id)
+	path, err := cat.Path(id)
+	if err != nil {
+		return "", err
 	}
-	seg := cat.Segments[si]
-	prev := seg.Full.ID
-	for _, l := range seg.Incrementals {
-		if l.ID == id {
-			return prev, nil
-		}
-		prev = l.ID
+	if len(path) < 2 {
+		return "", errcode.New(errcode.ManifestInvalid, "link %s is a full, not an incremental", id)
 	}
-	return "", errcode.New(errcode.LinkNotFound, "incremental %s is not in the chain's catalog", id)
+	return path[len(path)-2].ID, nil
 }
 
 // tableBytes is the raw size of a table's chunks in a full.

@@ -113,9 +113,6 @@ func (f *Framing) Check(m *Manifest, ref ChunkRef, n int64, c *Change) error {
 	return nil
 }
 
-// Open reports whether the records so far end inside a transaction.
-func (f *Framing) Open() bool { return f.open }
-
 // End checks, after the last record of incremental m, that no transaction
 // is left open (ChunkCorrupt) and that the changes and transactions read
 // number what m records (ManifestInvalid).
