@@ -100,15 +100,33 @@ func TestMariaDBSchemaObjectsTravel(t *testing.T) {
 			t.Errorf("%s: the source has %s, the broker's target %s", q, s, d)
 		}
 	}
-	// An application's session on the target fires the trigger.
-	mustSluice(t, "sync", "from-backup", "stop", "--backup-target", chainURL, "--stream-id", stream)
+	// The AUTO_INCREMENT key came along, to the restore and the broker.
+	for _, db := range []string{restored, dstDB} {
+		var extra string
+		if err := testenv.MySQL(t, "").QueryRow("SELECT EXTRA FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = 'accounts' AND COLUMN_NAME = 'id'", db).Scan(&extra); err != nil || extra != "auto_increment" {
+			t.Errorf("accounts.id in %s has EXTRA %q (%v), want auto_increment", db, extra, err)
+		}
+	}
+	// A cutover moves the counter past the source's, and an
+	// application's session on the target then takes the next key and
+	// fires the trigger.
+	r = mustSluice(t, "sync", "from-backup", "cutover", "--backup-target", chainURL, "--target-driver", "mysql", "--target", testenv.MySQLDSN(dstDB),
+		"--stream-id", stream, "--sequence-margin", "100", "--wait", "2m")
+	t.Logf("cutover:\n%s", r.stdout)
+	if !strings.Contains(r.stdout, "set      "+srcDB+".accounts: ") || !strings.Contains(r.stdout, "→ 106") {
+		t.Errorf("the cutover's output lacks the accounts counter set to 106:\n%s", r.stdout)
+	}
 	waitWorkflowEnd(t, "broker/"+stream, time.Minute)
 	var before, after int
 	if err := dstPool.QueryRow("SELECT COUNT(*) FROM audit").Scan(&before); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := dstPool.Exec("INSERT INTO accounts (id, owner, balance) VALUES (1000, 'on the target', 1)"); err != nil {
-		t.Fatal(err)
+	res, err := dstPool.Exec("INSERT INTO accounts (owner, balance) VALUES ('on the target', 1)")
+	if err != nil {
+		t.Fatalf("an application's insert without a key on the target: %v", err)
+	}
+	if id, err := res.LastInsertId(); err != nil || id != 107 {
+		t.Errorf("an application's insert on the target after the cutover took key %d (%v); want 107, past the source's 6 and the margin of 100", id, err)
 	}
 	if err := dstPool.QueryRow("SELECT COUNT(*) FROM audit").Scan(&after); err != nil || after != before+1 {
 		t.Errorf("an application's insert on the target left %d audit rows (had %d, %v): the trigger did not fire", after, before, err)

@@ -114,9 +114,10 @@ func MySQLMembers(text string) ([]string, error) {
 }
 
 // CheckForeign checks a table recorded from a MySQL-family source: its
-// names, its dialect, each column's type (MySQLType) and default (a
-// constant, value.ConstantDefault), and that its generation expressions
-// and index definitions, which no target sends, are UTF-8 text.
+// names, its dialect, each column's type (MySQLType), default (a
+// constant, value.ConstantDefault) and identity (none, or d for
+// AUTO_INCREMENT), and that its generation expressions and index
+// definitions, which no target sends, are UTF-8 text.
 func CheckForeign(t *chain.Table) error {
 	if err := checkTableNames(t); err != nil {
 		return err
@@ -136,6 +137,10 @@ func CheckForeign(t *chain.Table) error {
 				w.What = "default"
 				return refuse(w, c.Default, "it is not a constant")
 			}
+		}
+		if c.Identity != "" && c.Identity != chain.IdentityByDefault {
+			w.What = "identity"
+			return refuse(w, c.Identity, "a MySQL-family column is recorded only as d (AUTO_INCREMENT)")
 		}
 		if !utf8.ValidString(c.Generated) || strings.ContainsRune(c.Generated, 0) {
 			w.What = "generation expression"

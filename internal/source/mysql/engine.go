@@ -26,7 +26,7 @@ import (
 const EngineName = "mysql"
 
 // NotCarried is what a MySQL-family chain deliberately does not carry.
-const NotCarried = "expression defaults (CURRENT_TIMESTAMP and other functions; constant defaults are carried), AUTO_INCREMENT columns (a target creates its key columns plain, with the source's values), CHECK and FOREIGN KEY constraints, users and grants (a definer the target lacks is refused or mapped with --object-definer), and DROP TABLE / RENAME TABLE (a dropped or renamed table stays on the target under its old name)"
+const NotCarried = "expression defaults (CURRENT_TIMESTAMP and other functions; constant defaults are carried), AUTO_INCREMENT on a column other than the primary key's first or on a target of another engine (created plain, with the source's values), CHECK and FOREIGN KEY constraints, users and grants (a definer the target lacks is refused or mapped with --object-definer), and DROP TABLE / RENAME TABLE (a dropped or renamed table stays on the target under its old name)"
 
 func init() {
 	source.Register(EngineName, dsnForm, openEngine, "mariadb")

@@ -137,6 +137,11 @@ func readTables(ctx context.Context, q querier, database, table string) (map[str
 		dataType = strings.ToLower(dataType)
 		k := kindOf(dataType, colType, int(prec), int(scale))
 		col := chain.Column{Name: cname, Type: colType, NotNull: nullable == "NO", Encoding: chain.EncodingText, Kind: &k}
+		if strings.Contains(strings.ToLower(extra), "auto_increment") {
+			// MySQL's AUTO_INCREMENT takes a value written to it as it is
+			// and hands out the next otherwise: PostgreSQL's BY DEFAULT.
+			col.Identity = chain.IdentityByDefault
+		}
 		facts := columnFacts{dataType: dataType, charset: charset}
 		lc := lossyColumn{tf: tf, i: len(tf.table.Columns), c: codec{kind: k, dataType: dataType, bytes: fixedWidth(colType), where: tname + "." + cname}}
 		if lit, ok := defaultLiteral(def, extra, mariadb); ok && genExpr == "" {

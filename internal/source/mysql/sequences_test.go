@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/chain"
+	"github.com/sluicehq/sluice/internal/ddlcheck"
 	"github.com/sluicehq/sluice/internal/source"
 )
 
@@ -47,5 +48,27 @@ INSERT INTO c (v) VALUES ('c1'), ('c2')`)
 	want := map[string]int64{f.db + ".a": 3000, f.db + ".c": 2}
 	if !maps.Equal(got, want) {
 		t.Fatalf("counters %v, want %v", got, want)
+	}
+}
+
+// A full records a table's AUTO_INCREMENT column as identity d, which
+// every reader's check (ddlcheck) takes, and no other column as an
+// identity.
+func TestFullRecordsTheAutoIncrementColumn(t *testing.T) {
+	f := newFixture(t, `
+CREATE TABLE a (id int AUTO_INCREMENT PRIMARY KEY, n int NOT NULL);
+CREATE TABLE plain (id int PRIMARY KEY)`)
+	m := f.full(source.FullOptions{})
+	got := map[string]string{}
+	for _, tb := range m.Schema.Tables {
+		for _, c := range tb.Columns {
+			got[tb.Name+"."+c.Name] = c.Identity
+		}
+		if err := ddlcheck.CheckForeign(&tb); err != nil {
+			t.Errorf("the recorded table %s is refused: %v", tb.Name, err)
+		}
+	}
+	if want := map[string]string{"a.id": chain.IdentityByDefault, "a.n": "", "plain.id": ""}; !maps.Equal(got, want) {
+		t.Fatalf("recorded identities %v, want %v", got, want)
 	}
 }

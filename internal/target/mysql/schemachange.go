@@ -272,12 +272,17 @@ func converge(ctx context.Context, q execer, f flavor, old, next *chain.Table) e
 		lc, ok := live.column(c.name)
 		switch {
 		case !ok:
+			// Added plain: an AUTO_INCREMENT column must be NOT NULL and
+			// a key's first, which it may become only below.
 			nullable := c
-			nullable.notNull = false
+			nullable.notNull, nullable.autoIncrement = false, false
 			clauses = append(clauses, "ADD COLUMN "+nullable.columnDef())
 		case added(c):
 			// Its NOT NULL waits for the default fill below.
 		case prev != nil && prev[foldName(c.name)].decl != c.decl, lc.nullable == c.notNull:
+			// A changed column keeps an AUTO_INCREMENT the target has,
+			// its own or an operator's.
+			c.autoIncrement = c.autoIncrement || lc.autoInc
 			clauses = append(clauses, "MODIFY COLUMN "+c.columnDef())
 		}
 	}

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/sluicehq/sluice/internal/chain"
+	"github.com/sluicehq/sluice/internal/chain/chaintest"
+	"github.com/sluicehq/sluice/internal/value"
 )
 
 // Recorded counters raise the AUTO_INCREMENT counter of a target table
@@ -49,4 +51,65 @@ func TestRaiseSequences(t *testing.T) {
 	}
 	exec(t, tg, "INSERT INTO orders (v) VALUES ('after the margin')")
 	wantRows(t, tg.db, "SELECT max(id) FROM orders", "3501")
+}
+
+// A MySQL-family table's AUTO_INCREMENT column (recorded as identity d)
+// is created AUTO_INCREMENT when it leads the primary key, so an
+// application's insert on the target after a cutover takes the key after
+// the raised counter; the column still takes the source's values as they
+// are, 0 included. One behind another key column, and a PostgreSQL
+// identity, stay plain. A schema change that modifies the column keeps
+// its AUTO_INCREMENT, the chain's or an operator's.
+func TestAutoIncrementColumnCarried(t *testing.T) {
+	ctx := context.Background()
+	tg := openTarget(t)
+	auto := func(c chain.Column) chain.Column { c.NotNull, c.Identity = true, chain.IdentityByDefault; return c }
+	ledger := chain.Table{Schema: "shop", Name: "ledger", Dialect: chain.DialectMySQL, PrimaryKey: []string{"id"},
+		Columns: []chain.Column{auto(chaintest.MySQLColumn("id", "int(11)", chaintest.KindInt)), chaintest.MySQLColumn("note", "varchar(20)", value.Kind{Name: value.Text})}}
+	behind := chain.Table{Schema: "shop", Name: "behind", Dialect: chain.DialectMySQL, PrimaryKey: []string{"a", "b"},
+		Columns: []chain.Column{auto(chaintest.MySQLColumn("a", "int(11)", chaintest.KindInt)), auto(chaintest.MySQLColumn("b", "int(11)", chaintest.KindInt))}}
+	behind.Columns[0].Identity = ""
+	pgKind := value.Kind{Name: value.Int, Width: 64}
+	pg := chain.Table{Schema: "public", Name: "pgident", PrimaryKey: []string{"id"},
+		Columns: []chain.Column{{Name: "id", Type: "bigint", NotNull: true, Identity: chain.IdentityByDefault, Encoding: chain.EncodingText, Kind: &pgKind}}}
+	s := &chain.Schema{Schemas: []string{"shop"}, Tables: []chain.Table{ledger, behind, pg}}
+	if err := tg.Prepare(ctx, s, false); err != nil {
+		t.Fatal(err)
+	}
+	for _, tb := range s.Tables {
+		if _, err := tg.LoadTable(ctx, chaintest.Store(t), s, chain.TableData{Table: tb.QualifiedName()}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	extra := `SELECT TABLE_NAME, COLUMN_NAME, EXTRA FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND EXTRA LIKE '%auto_increment%' ORDER BY TABLE_NAME, COLUMN_NAME`
+	wantRows(t, tg.db, extra, "ledger|id|auto_increment")
+
+	exec(t, tg, "SET SESSION sql_mode = '"+sqlMode+"'", "INSERT INTO ledger VALUES (0, 'zero'), (41, 'source')")
+	wantRows(t, tg.db, "SELECT id FROM ledger ORDER BY id", "0", "41")
+	res, err := tg.RaiseSequences(ctx, s, map[string]int64{"shop.ledger": 3000}, 0, nil)
+	if want := []string{"shop.ledger: 41 → 3000"}; err != nil || !slices.Equal(res.Raised, want) {
+		t.Fatalf("raise: %+v, %v; want raised %v", res, err, want)
+	}
+	exec(t, tg, "INSERT INTO ledger (note) VALUES ('application')")
+	wantRows(t, tg.db, "SELECT id FROM ledger WHERE note = 'application'", "3001")
+
+	// The key widened on the source keeps AUTO_INCREMENT. An
+	// AUTO_INCREMENT an operator gave a column is kept when a schema
+	// change modifies it, and a column not leading the key gains none.
+	wider := ledger
+	wider.Columns = slices.Clone(ledger.Columns)
+	wider.Columns[0] = auto(chaintest.MySQLColumn("id", "bigint(20)", chaintest.KindBigint))
+	if err := converge(ctx, tg.db, tg.flavor, &ledger, &wider); err != nil {
+		t.Fatal(err)
+	}
+	exec(t, tg, "ALTER TABLE behind MODIFY a int NOT NULL AUTO_INCREMENT")
+	wideBehind := behind
+	wideBehind.Columns = []chain.Column{chaintest.MySQLColumn("a", "bigint(20)", chaintest.KindBigint), auto(chaintest.MySQLColumn("b", "bigint(20)", chaintest.KindBigint))}
+	wideBehind.Columns[0].NotNull = true
+	if err := converge(ctx, tg.db, tg.flavor, &behind, &wideBehind); err != nil {
+		t.Fatal(err)
+	}
+	wantRows(t, tg.db, `SELECT TABLE_NAME, COLUMN_NAME, COLUMN_TYPE, EXTRA FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE()
+		AND TABLE_NAME IN ('ledger', 'behind', 'pgident') ORDER BY TABLE_NAME, COLUMN_NAME`,
+		"behind|a|bigint(20)|auto_increment", "behind|b|bigint(20)|", "ledger|id|bigint(20)|auto_increment", "ledger|note|varchar(20)|", "pgident|id|bigint(20)|")
 }

@@ -42,6 +42,9 @@ type column struct {
 	// the source bounded it by nothing MySQL has: its values are checked
 	// to fit, and read back without the padding zeros.
 	unconstrained bool
+	// autoIncrement is set on the AUTO_INCREMENT column of a table
+	// recorded from a MySQL-family source (autoIncrementColumn).
+	autoIncrement bool
 }
 
 var boundedText = regexp.MustCompile(`^(?i)(?:character varying|varchar|character|char|bpchar|nvarchar|nchar)\s*\(\s*([0-9]+)\s*\)$`)
@@ -228,16 +231,33 @@ func storedColumns(t *chain.Table, f flavor) []column {
 	for i, c := range sup {
 		k := kindOf(c)
 		decl, unconstrained := declType(k, c.Type, bounds[c.Name], f)
+		native := false
 		if t.Dialect == chain.DialectMySQL {
 			if d, ok := nativeDecl(k, c.Type); ok {
-				decl, unconstrained = d, false
+				decl, unconstrained, native = d, false, true
 			}
 		}
 		cols[i] = column{Column: sqlkit.Column{Kind: k, OID: c.TypeOID, Encoding: c.Encoding, Verbatim: verbatimKinds,
 			Render: func(v value.Value) (any, error) { return render(k, unconstrained, v) }},
-			name: c.Name, quoted: quoteIdent(c.Name), notNull: c.NotNull, decl: decl, unconstrained: unconstrained}
+			name: c.Name, quoted: quoteIdent(c.Name), notNull: c.NotNull, decl: decl, unconstrained: unconstrained,
+			autoIncrement: native && autoIncrementColumn(t, c)}
 	}
 	return cols
+}
+
+// autoIncrementColumn reports whether c, a column of t stored under its
+// native type, is created AUTO_INCREMENT: t was recorded from a
+// MySQL-family source, where c was its AUTO_INCREMENT column (identity d),
+// an integer leading the primary key, which the CREATE TABLE holds (the
+// server takes an AUTO_INCREMENT column only as the first of a key). The
+// column still takes the source's values as they are (the sessions run
+// with NO_AUTO_VALUE_ON_ZERO, so even 0 stays 0); it is what lets an
+// application insert on the target after a cutover, from the counter
+// RaiseSequences moves. A PostgreSQL source's identity or serial column is
+// created plain: its sequence's options have no MySQL counterpart.
+func autoIncrementColumn(t *chain.Table, c chain.Column) bool {
+	return t.Dialect == chain.DialectMySQL && c.Identity == chain.IdentityByDefault &&
+		kindOf(c).Name == value.Int && len(t.PrimaryKey) > 0 && t.PrimaryKey[0] == c.Name
 }
 
 // withKinds returns a copy of t whose every column carries its kind,
@@ -261,6 +281,9 @@ func (c column) columnDef() string {
 		d += " NOT NULL"
 	} else {
 		d += " NULL"
+	}
+	if c.autoIncrement {
+		d += " AUTO_INCREMENT"
 	}
 	return d
 }
