@@ -35,8 +35,9 @@ demo-clean: build
 test: services
 	bash deploy/dev/test.sh $(ARGS)
 
-# The fault matrix, large: every source × target kill test and every fault
-# test (store, target) with ten times CI's workload and faults, ending with a
+# The fault matrix, large: every source × target kill test, every fault
+# test (store, target, source, Temporal) and the MariaDB failovers, with ten
+# times CI's workload and faults, ending with a
 # table of each fault class (deploy/dev/soak.sh; hours here), then the image
 # check.
 soak: services image-test

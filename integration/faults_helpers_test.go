@@ -742,7 +742,8 @@ func (s *scratchPostgres) createDB(db string) string {
 }
 
 // crash kills the scratch MariaDB with SIGKILL and starts it again (crash
-// recovery), as a server that died would come back.
+// recovery) with the options it was started with, as a server that died
+// would come back.
 func (s *scratchMariaDB) crash() {
 	s.t.Helper()
 	if b, err := os.ReadFile(filepath.Join(s.dir, "mariadbd.pid")); err == nil {
@@ -753,7 +754,7 @@ func (s *scratchMariaDB) crash() {
 			time.Sleep(100 * time.Millisecond)
 		}
 	}
-	s.restart()
+	s.restart(s.options...)
 }
 
 // resilientLoad is a live workload that outlives its server's restarts:

@@ -29,7 +29,9 @@ import (
 // The chain holds every transaction once (chainAudit), and a restore of it
 // equals the new primary value by value.
 func TestMariaDBFollowsAFailoverByGTID(t *testing.T) {
-	primary := startScratchMariaDB(t)
+	// Both log what they apply, so either can be promoted and the other
+	// follow it (the soak's failovers go back and forth).
+	primary := startScratchMariaDB(t, "--log-slave-updates=ON")
 	replica := startScratchMariaDB(t, "--server-id=2", "--log-slave-updates=ON")
 	mariaExec(t, primary.dsn("root", ""), "CREATE DATABASE source CHARACTER SET utf8mb4")
 	srcA, srcB := primary.dsn("root", "source"), replica.dsn("root", "source")
@@ -37,21 +39,10 @@ func TestMariaDBFollowsAFailoverByGTID(t *testing.T) {
 	if _, err := mariaDB(t, srcA, "+05:30").ExecContext(context.Background(), typedInsert(0, 40, false)); err != nil {
 		t.Fatal(err)
 	}
-	replicaAdmin := testenv.MySQLAt(t, replica.dsn("root", ""))
 	mariaExec(t, replica.dsn("root", ""), fmt.Sprintf(`CHANGE MASTER TO MASTER_HOST = '127.0.0.1', MASTER_PORT = %s,
 		MASTER_USER = 'root', MASTER_USE_GTID = slave_pos`, primary.port))
 	mariaExec(t, replica.dsn("root", ""), "START SLAVE")
-	caughtUp := func() {
-		t.Helper()
-		var pos string
-		if err := testenv.MySQLAt(t, srcA).QueryRowContext(context.Background(), "SELECT @@GLOBAL.gtid_binlog_pos").Scan(&pos); err != nil {
-			t.Fatal(err)
-		}
-		var r int
-		if err := replicaAdmin.QueryRowContext(context.Background(), "SELECT MASTER_GTID_WAIT(?, 120)", pos).Scan(&r); err != nil || r != 0 {
-			t.Fatalf("the replica did not reach the primary's GTID position %s within 2 minutes (%d, %v)", pos, r, err)
-		}
-	}
+	caughtUp := func() { t.Helper(); gtidCaughtUp(t, srcA, replica.dsn("root", "")) }
 	caughtUp()
 
 	chainURL := fileChain(t)
@@ -97,8 +88,10 @@ func TestMariaDBFollowsAFailoverByGTID(t *testing.T) {
 	mariaExec(t, replica.dsn("root", ""), "START SLAVE")
 	caughtUp()
 	primary.crash()
+	promoted := time.Now()
 	mariaExec(t, replica.dsn("root", ""), "STOP SLAVE; RESET SLAVE ALL")
 	mustSluice(t, stream(srcB, "--follow-failover", "--retain-rotate-at-chain-length", "4")...)
+	var book faultBook
 	newPrimary := func(from, n int) {
 		t.Helper()
 		for i := from; i < from+n; i++ {
@@ -111,6 +104,7 @@ func TestMariaDBFollowsAFailoverByGTID(t *testing.T) {
 	}
 	newPrimary(0, 40)
 	waitMariaCaughtUp(t, srcB, chainURL, 2*time.Minute)
+	book.injected("mariadb_failover", time.Since(promoted))
 	// A rotation there: its full is the new server's snapshot, in the
 	// chain that began on the old one.
 	rotateBy := time.Now().Add(3 * time.Minute)
@@ -126,18 +120,83 @@ func TestMariaDBFollowsAFailoverByGTID(t *testing.T) {
 	newPrimary(100, 40)
 	worker.restart()
 	waitMariaCaughtUp(t, srcB, chainURL, 3*time.Minute)
+	if tip := lastIncrementalPosition(t, chainURL); !strings.Contains(tip, "@mariadb:") {
+		t.Errorf("the chain's tip %q does not name the promoted server its file and offset belong to", tip)
+	}
+
+	// At soak scale the servers fail over back and forth, each time
+	// under writes: the old primary, back from its crash, follows the
+	// new one by GTID; once it has caught up the new one crashes, the old
+	// one is promoted and the producer is pointed at it.
+	cur, old := replica, primary
+	for round := 1; round < soakScale(); round++ {
+		mariaExec(t, old.dsn("root", ""), fmt.Sprintf(`STOP SLAVE; SET GLOBAL gtid_slave_pos = @@GLOBAL.gtid_binlog_pos;
+			CHANGE MASTER TO MASTER_HOST = '127.0.0.1', MASTER_PORT = %s, MASTER_USER = 'root', MASTER_USE_GTID = slave_pos; START SLAVE`, cur.port))
+		curDSN := cur.dsn("root", "source")
+		for i := 0; i < 40; i++ {
+			id := 5000000 + round*1000 + i
+			mariaExec(t, curDSN, fmt.Sprintf(`INSERT INTO accounts (id, owner, balance) VALUES (%d, 'round', %d.5);
+				UPDATE accounts SET balance = balance + 1 WHERE id = %d`, id, i, id-i/2))
+		}
+		waitOnServer(t, curDSN, chainURL, cur != primary, 2*time.Minute)
+		gtidCaughtUp(t, curDSN, old.dsn("root", ""))
+		cur.crash()
+		promoted := time.Now()
+		mariaExec(t, old.dsn("root", ""), "STOP SLAVE; RESET SLAVE ALL")
+		mustSluice(t, q("backup", "stream", "stop", "--target", chainURL)...)
+		waitWorkflowEnd(t, "producer/"+chainURL, time.Minute)
+		cur, old = old, cur
+		curDSN = cur.dsn("root", "source")
+		mustSluice(t, stream(curDSN, "--follow-failover", "--retain-rotate-at-chain-length", "4")...)
+		mariaExec(t, curDSN, fmt.Sprintf("DELETE FROM accounts WHERE id = %d", 5000000+round*1000))
+		waitOnServer(t, curDSN, chainURL, cur != primary, 2*time.Minute)
+		book.injected("mariadb_failover", time.Since(promoted))
+		t.Logf("failover %d: to %s, recovered in %s", round+1, curDSN, time.Since(promoted).Round(100*time.Millisecond))
+	}
+	curDSN := cur.dsn("root", "source")
 	mustSluice(t, q("backup", "stream", "stop", "--target", chainURL)...)
 	waitWorkflowEnd(t, "producer/"+chainURL, time.Minute)
 
 	txs, segments := chainAudit(t, chainURL)
 	t.Logf("chain: %d transactions in %d segments, none in two incrementals", txs, segments)
-	if tip := lastIncrementalPosition(t, chainURL); !strings.Contains(tip, "@mariadb:") {
-		t.Errorf("the chain's tip %q does not name the promoted server its file and offset belong to", tip)
-	}
 	dst := testenv.CreateMySQLDB(t, "myfailoverdst")
 	mustSluice(t, q("restore", "--backup-target", chainURL, "--target-driver", "mysql", "--target", testenv.MySQLDSN(dst))...)
-	requireNeutralRowsEqual(t, chainURL, "the promoted MariaDB "+srcB, mariaNeutralRows(t, srcB),
+	ch, _ := openChainAt(t, chainURL)
+	book.report(t, tallyRows(t, ch, mariaNeutralRows(t, curDSN), targetNeutralRows(t, "mysql", testenv.MySQLDSN(dst))))
+	requireNeutralRowsEqual(t, chainURL, "the promoted MariaDB "+curDSN, mariaNeutralRows(t, curDSN),
 		fmt.Sprintf("restore of the chain into %s", dst), targetNeutralRows(t, "mysql", testenv.MySQLDSN(dst)))
+}
+
+// waitOnServer waits, as waitMariaCaughtUp does, until the chain's tip
+// covers the server at dsn, once the tip is a position read on that
+// server: tagged with it when it is not the chain's own (followed), else
+// untagged. Until then a tip's file and offset belong to the other server.
+func waitOnServer(t *testing.T, dsn, chainURL string, followed bool, within time.Duration) {
+	t.Helper()
+	for deadline := time.Now().Add(within); ; time.Sleep(300 * time.Millisecond) {
+		if strings.Contains(lastIncrementalPosition(t, chainURL), " @") == followed {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the chain's tip %q is not a position of %s within %s", lastIncrementalPosition(t, chainURL), dsn, within)
+		}
+		mariaExec(t, dsn, "INSERT INTO beat (at) VALUES (now(6))")
+	}
+	waitMariaCaughtUp(t, dsn, chainURL, within)
+}
+
+// gtidCaughtUp waits until the replica at replicaDSN has applied
+// everything the primary at primaryDSN has in its binlog.
+func gtidCaughtUp(t *testing.T, primaryDSN, replicaDSN string) {
+	t.Helper()
+	var pos string
+	if err := testenv.MySQLAt(t, primaryDSN).QueryRowContext(context.Background(), "SELECT @@GLOBAL.gtid_binlog_pos").Scan(&pos); err != nil {
+		t.Fatal(err)
+	}
+	var r int
+	if err := testenv.MySQLAt(t, replicaDSN).QueryRowContext(context.Background(), "SELECT MASTER_GTID_WAIT(?, 120)", pos).Scan(&r); err != nil || r != 0 {
+		t.Fatalf("the replica %s did not reach the primary's GTID position %s within 2 minutes (%d, %v)", replicaDSN, pos, r, err)
+	}
 }
 
 // lastIncrementalPosition is the end position of the chain's tip.

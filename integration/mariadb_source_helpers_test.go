@@ -489,6 +489,9 @@ type scratchMariaDB struct {
 	t    *testing.T
 	dir  string
 	port string
+	// options are the mariadbd options it was started with, which a
+	// crash's restart keeps.
+	options []string
 }
 
 // startScratchMariaDB starts a scratch server in a temporary folder, with
@@ -501,7 +504,7 @@ func startScratchMariaDB(t *testing.T, options ...string) *scratchMariaDB {
 	}
 	_, port, _ := strings.Cut(freePort(), ":")
 	// A short folder: the server's socket path must fit in 108 bytes.
-	s := &scratchMariaDB{t: t, dir: t.TempDir(), port: port}
+	s := &scratchMariaDB{t: t, dir: t.TempDir(), port: port, options: options}
 	s.restart(options...)
 	t.Cleanup(func() {
 		if out, err := exec.Command("bash", s.script(), "stop", s.dir).CombinedOutput(); err != nil {

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The fault matrix at scale (make soak): every integration test that
-# SIGKILLs workers and every fault test (store, target; TestFaults*), with
+# SIGKILLs workers, every fault test (store, target, source, Temporal;
+# TestFaults*) and the MariaDB failover test (one failover per scale step,
+# back and forth between two servers), with
 # SLUICE_SOAK_SCALE (default 10) times CI's workload and faults, one test
 # after another. It prints each test's result as it ends and, at the end, a
 # table of every fault class: faults injected, rows compared, rows lost,
@@ -26,7 +28,7 @@ export SLUICE_REQUIRE_SERVICES=1
 export SLUICE_SOAK_SCALE=${SLUICE_SOAK_SCALE:-10}
 export TEMPORAL_NAMESPACE=${SLUICE_TEST_NAMESPACE:-sluice-test}
 log=${SLUICE_SOAK_LOG:-$SLUICE_STATE/soak.log}
-run=${SLUICE_SOAK_RUN:-SurvivesWorkerKills|^TestFaults}
+run=${SLUICE_SOAK_RUN:-SurvivesWorkerKills|^TestFaults|^TestMariaDBFollowsAFailoverByGTID\$}
 
 status=0
 go test -count=1 -timeout 300m -v -run "$run" ./integration/ >"$log" 2>&1 || status=$?
