@@ -34,7 +34,7 @@ type ProducerParams struct {
 	// producer, across continue-as-new, and its rotations share it). A
 	// connection of the same owner still holding the slot is a dead
 	// attempt's, which a new attempt may end; any other holder is refused
-	// (SLUICE-E-SLOT-IN-USE).
+	// (SLUICE-E-SOURCE-READER-IN-USE).
 	Owner string `json:"owner,omitempty"`
 	// Filter is what the run lets cross into the chain (issue 29); a
 	// window under other filters than its segment's is refused, a

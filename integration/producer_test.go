@@ -224,8 +224,8 @@ func TestProducerRefusals(t *testing.T) {
 		}()
 		waitSlotActive(t, src, true)
 		r := sluice(t, "backup", "incremental", "--source", testenv.DSN(src), "--target", chainURL)
-		if r.exit != 3 || !strings.Contains(r.stderr, "SLUICE-E-SLOT-IN-USE") {
-			t.Fatalf("want SLUICE-E-SLOT-IN-USE exit 3, got %s", r)
+		if r.exit != 3 || !strings.Contains(r.stderr, "SLUICE-E-SOURCE-READER-IN-USE (formerly SLUICE-E-SLOT-IN-USE)") {
+			t.Fatalf("want SLUICE-E-SOURCE-READER-IN-USE (formerly SLUICE-E-SLOT-IN-USE) exit 3, got %s", r)
 		}
 		r = sluice(t, "backup", "stream", "run", "--source", testenv.DSN(src), "--target", chainURL, "--detach")
 		if r.exit != 3 || !strings.Contains(r.stderr, "SLUICE-E-ALREADY-RUNNING") {
@@ -253,8 +253,8 @@ func TestProducerRefusals(t *testing.T) {
 		plain := fileChain(t)
 		mustSluice(t, "backup", "full", "--source", testenv.DSN(src), "--target", plain)
 		r := sluice(t, "backup", "incremental", "--source", testenv.DSN(src), "--target", plain)
-		if r.exit != 3 || !strings.Contains(r.stderr, "SLUICE-E-SLOT-MISSING") {
-			t.Fatalf("want SLUICE-E-SLOT-MISSING exit 3, got %s", r)
+		if r.exit != 3 || !strings.Contains(r.stderr, "SLUICE-E-SOURCE-ANCHOR-MISSING (formerly SLUICE-E-SLOT-MISSING)") {
+			t.Fatalf("want SLUICE-E-SOURCE-ANCHOR-MISSING (formerly SLUICE-E-SLOT-MISSING) exit 3, got %s", r)
 		}
 	})
 }
@@ -323,15 +323,16 @@ func TestInvalidatedSlotRefused(t *testing.T) {
 			t.Fatal("PostgreSQL did not invalidate the slot")
 		}
 	}
-	before := refusalCount(t, adminGet(t, "/metrics"), "SLUICE-E-SLOT-INVALIDATED")
+	before := refusalCount(t, adminGet(t, "/metrics"), "SLUICE-E-SOURCE-LOG-LOST")
 	for _, args := range [][]string{
 		{"backup", "incremental", "--source", testenv.DSN(src), "--target", chainURL},
 		{"backup", "stream", "run", "--source", testenv.DSN(src), "--target", chainURL, "--rollover-window", "1s"},
 	} {
 		start := time.Now()
 		r := sluice(t, args...)
-		if r.exit != 3 || !strings.Contains(r.stderr, "SLUICE-E-SLOT-INVALIDATED") || !strings.Contains(r.stderr, "new full") {
-			t.Fatalf("sluice %s: want SLUICE-E-SLOT-INVALIDATED exit 3 with its hint, got %s", args[1], r)
+		// The concept code, with the code of earlier releases beside it.
+		if r.exit != 3 || !strings.Contains(r.stderr, "SLUICE-E-SOURCE-LOG-LOST (formerly SLUICE-E-SLOT-INVALIDATED)") || !strings.Contains(r.stderr, "new full") {
+			t.Fatalf("sluice %s: want SLUICE-E-SOURCE-LOG-LOST (formerly SLUICE-E-SLOT-INVALIDATED) exit 3 with its hint, got %s", args[1], r)
 		}
 		// A refusal ends the run at once: no retry loop into the same refusal.
 		if time.Since(start) > 30*time.Second {
@@ -344,8 +345,8 @@ func TestInvalidatedSlotRefused(t *testing.T) {
 	if v, cause, raw := parseVerdict(metrics, "producer", chainURL); v != "stalled" || cause != "source_position_lost" {
 		t.Errorf("/metrics: want the producer stalled with source_position_lost, got %s/%s:\n%s", v, cause, raw)
 	}
-	if after := refusalCount(t, metrics, "SLUICE-E-SLOT-INVALIDATED"); after != before+2 {
-		t.Errorf("/metrics counts SLUICE-E-SLOT-INVALIDATED refusals %d → %d, want two more (the incremental and the stream)", before, after)
+	if after := refusalCount(t, metrics, "SLUICE-E-SOURCE-LOG-LOST"); after != before+2 {
+		t.Errorf("/metrics counts SLUICE-E-SOURCE-LOG-LOST refusals %d → %d, want two more (the incremental and the stream)", before, after)
 	}
 }
 
@@ -353,7 +354,7 @@ func TestInvalidatedSlotRefused(t *testing.T) {
 // network between them gone) leaves the chain slot held by a walsender
 // nobody reads, until wal_sender_timeout. The producer's next attempt ends
 // that connection of its own and goes on, rather than refusing its own
-// ghost with SLUICE-E-SLOT-IN-USE; nothing is captured twice.
+// ghost with SLUICE-E-SOURCE-READER-IN-USE; nothing is captured twice.
 func TestProducerTakesItsSlotBackFromADeadConnection(t *testing.T) {
 	admin, err := url.Parse(testenv.AdminDSN())
 	if err != nil {

@@ -68,18 +68,6 @@ var (
 	SourcePrivileges = register("SLUICE-E-SOURCE-PRIVILEGES", ExitRefused,
 		"The source role lacks a privilege the backup needs (SELECT on a table, REPLICATION).",
 		"Grant the privilege the message names to the source role (e.g. GRANT SELECT ON ALL TABLES IN SCHEMA public TO <role>; ALTER ROLE <role> REPLICATION), then run again.")
-	SourceWalLevel = register("SLUICE-E-SOURCE-WAL-LEVEL", ExitRefused,
-		"The source PostgreSQL does not run with wal_level = logical, so no replication slot can anchor the snapshot.",
-		"Set wal_level = logical (and max_replication_slots, max_wal_senders > 0) in postgresql.conf and restart the source.")
-	SlotInUse = register("SLUICE-E-SLOT-IN-USE", ExitRefused,
-		"Another connection is streaming from the chain's replication slot: a second producer is running on this chain.",
-		"Run one producer per chain. Find the other one (SELECT active_pid FROM pg_replication_slots WHERE slot_name = '<slot>') and stop it, or wait for it to end.")
-	SlotMissing = register("SLUICE-E-SLOT-MISSING", ExitRefused,
-		"The chain's replication slot does not exist on the source (dropped, or the chain was taken without --chain-slot).",
-		"Incrementals need the slot that anchors the chain. Take a new full with --chain-slot into a new chain.")
-	SlotInvalidated = register("SLUICE-E-SLOT-INVALIDATED", ExitRefused,
-		"PostgreSQL invalidated the chain's replication slot (max_slot_wal_keep_size exceeded): the changes since the chain's tip are gone from the WAL.",
-		"The chain cannot continue. Take a new full with --chain-slot into a new chain, drop the invalidated slot, and raise max_slot_wal_keep_size or keep the producer running.")
 	SlotUnconfirmed = register("SLUICE-E-SLOT-UNCONFIRMED", ExitRuntime,
 		"The chain holds a window, but its end could not be confirmed to the source's replication slot, so the source keeps retaining its WAL.",
 		"Nothing is lost: the next attempt confirms again. Check the connection to the source and that the producer's role may still use the slot; watch sluice_slot_retained_bytes, since an unconfirmed slot ends in a full pg_wal volume.")

@@ -34,6 +34,17 @@ func renderDoc() string {
 	for _, s := range All() {
 		fmt.Fprintf(&b, "| `%s` | %d | %s | %s |\n", s.Code, s.Exit, escape(s.Meaning), escape(s.Hint))
 	}
+	b.WriteString("\n## Codes of earlier releases\n\n")
+	b.WriteString("Earlier releases raised these codes, named after one engine's objects; each is now another\n")
+	b.WriteString("name of the concept code every source raises. Where the engine that raised the old code\n")
+	b.WriteString("raises the new one, the error line shows both (`SLUICE-E-SOURCE-LOG-LOST (formerly\n")
+	b.WriteString("SLUICE-E-SLOT-INVALIDATED): …`), so a script matching the old code keeps working; the\n")
+	b.WriteString("`code` label of `sluice_refusals_total` and the Temporal failure type carry the new code.\n\n")
+	b.WriteString("| earlier code | now | exit |\n|---|---|---|\n")
+	for _, a := range Aliases() {
+		spec, _ := Lookup(a.Concept)
+		fmt.Fprintf(&b, "| `%s` | `%s` | %d |\n", a.Old, a.Concept, spec.Exit)
+	}
 	return b.String()
 }
 
@@ -83,5 +94,41 @@ func TestExitStatus(t *testing.T) {
 	outer := Wrap(ChainInvalid, inner, "outer")
 	if !Is(outer, StoreUnreachable) || !Is(outer, ChainInvalid) || Is(outer, Usage) {
 		t.Error("Is must see every code in the chain")
+	}
+}
+
+// An alias is another name of its concept code: Is finds an error by
+// either, Lookup and the exit status are the concept's, and an error an
+// engine raises under the concept code prints the earlier code beside it.
+func TestAliases(t *testing.T) {
+	if len(Aliases()) == 0 {
+		t.Fatal("no aliases registered")
+	}
+	for _, a := range Aliases() {
+		spec, ok := Lookup(a.Old)
+		if !ok || spec.Code != a.Concept {
+			t.Errorf("Lookup(%s) = %+v, %v; want the spec of %s", a.Old, spec, ok, a.Concept)
+		}
+		if _, isCode := registry[a.Old]; isCode {
+			t.Errorf("%s is both a code and an alias", a.Old)
+		}
+	}
+	err := fmt.Errorf("window: %w", New(SourceLogLost, "slot s is gone").Was(SlotInvalidated))
+	for _, c := range []Code{SourceLogLost, SlotInvalidated} {
+		if !Is(err, c) {
+			t.Errorf("Is(%v, %s) = false", err, c)
+		}
+	}
+	if Is(err, SlotMissing) || Is(err, SourceAnchorMissing) {
+		t.Errorf("Is(%v) matched another concept", err)
+	}
+	if !Is(New(SlotInvalidated, "from an older worker"), SourceLogLost) {
+		t.Error("an error under the earlier code is not found by the concept code")
+	}
+	if got, want := err.Error(), "window: SLUICE-E-SOURCE-LOG-LOST (formerly SLUICE-E-SLOT-INVALIDATED): slot s is gone"; got != want {
+		t.Errorf("Error() = %q, want %q", got, want)
+	}
+	if got := ExitStatus(New(SlotInUse, "x")); got != ExitRefused {
+		t.Errorf("an alias's exit status %d, want %d", got, ExitRefused)
 	}
 }

@@ -38,6 +38,51 @@ type Spec struct {
 
 var registry = map[Code]Spec{}
 
+// aliases maps each code of an earlier release to the concept code that
+// replaced it.
+var aliases = map[Code]Code{}
+
+// alias registers old, a code earlier releases raised, as another name of
+// concept, and returns old. An error of concept that one engine raised
+// under old says so (Error.Formerly), and Is finds it by either code.
+func alias(old, concept Code) Code {
+	if _, dup := registry[old]; dup {
+		panic("errcode: alias " + string(old) + " is a code")
+	}
+	if _, ok := registry[concept]; !ok {
+		panic("errcode: alias " + string(old) + " of unknown code " + string(concept))
+	}
+	aliases[old] = concept
+	return old
+}
+
+// Alias is a code of an earlier release and the code that replaced it.
+type Alias struct {
+	// Old is the earlier code, still printed beside the new one by the
+	// engine that raised it.
+	Old Code
+	// Concept is the code raised now.
+	Concept Code
+}
+
+// Aliases returns every alias, sorted by the earlier code.
+func Aliases() []Alias {
+	out := make([]Alias, 0, len(aliases))
+	for old, c := range aliases {
+		out = append(out, Alias{Old: old, Concept: c})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Old < out[j].Old })
+	return out
+}
+
+// canonical is the code c stands for: its concept code when c is an alias.
+func canonical(c Code) Code {
+	if to, ok := aliases[c]; ok {
+		return to
+	}
+	return c
+}
+
 func register(code Code, exit int, meaning, hint string) Code {
 	if _, dup := registry[code]; dup {
 		panic("errcode: duplicate code " + string(code))
@@ -46,9 +91,9 @@ func register(code Code, exit int, meaning, hint string) Code {
 	return code
 }
 
-// Lookup returns the spec of a code.
+// Lookup returns the spec of a code; for an alias, its concept code's.
 func Lookup(c Code) (Spec, bool) {
-	s, ok := registry[c]
+	s, ok := registry[canonical(c)]
 	return s, ok
 }
 
@@ -69,12 +114,20 @@ type Error struct {
 	Message string
 	// Hint, when set, replaces the code's default hint for this instance.
 	Hint string
-	Err  error
+	// Formerly, when set, is the code earlier releases raised for this
+	// refusal (an alias of Code), printed beside it so a script matching
+	// the old code still matches.
+	Formerly Code
+	Err      error
 }
 
-// Error renders "CODE: message: cause".
+// Error renders "CODE: message: cause", or "CODE (formerly OLD): …".
 func (e *Error) Error() string {
-	s := string(e.Code) + ": " + e.Message
+	s := string(e.Code)
+	if e.Formerly != "" {
+		s += " (formerly " + string(e.Formerly) + ")"
+	}
+	s += ": " + e.Message
 	if e.Err != nil {
 		s += ": " + e.Err.Error()
 	}
@@ -89,12 +142,12 @@ func (e *Error) HintText() string {
 	if e.Hint != "" {
 		return e.Hint
 	}
-	return registry[e.Code].Hint
+	return registry[canonical(e.Code)].Hint
 }
 
 // Exit returns the exit status for this error's code.
 func (e *Error) Exit() int {
-	if s, ok := registry[e.Code]; ok {
+	if s, ok := registry[canonical(e.Code)]; ok {
 		return s.Exit
 	}
 	return ExitRuntime
@@ -119,14 +172,22 @@ func As(err error) (*Error, bool) {
 	return nil, false
 }
 
-// Is reports whether err carries code anywhere in its chain.
+// Was returns e, noting old as the code earlier releases raised for it.
+func (e *Error) Was(old Code) *Error {
+	e.Formerly = old
+	return e
+}
+
+// Is reports whether err carries code anywhere in its chain; an alias and
+// its concept code are the same code.
 func Is(err error, code Code) bool {
+	code = canonical(code)
 	for err != nil {
 		var e *Error
 		if !errors.As(err, &e) {
 			return false
 		}
-		if e.Code == code {
+		if canonical(e.Code) == code {
 			return true
 		}
 		err = e.Err

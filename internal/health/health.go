@@ -217,7 +217,7 @@ func Judge(f Facts, now time.Time, th Thresholds) (verdict, cause string) {
 // that does not answer, or a generic failure.
 func CauseOf(code string) string {
 	switch errcode.Code(code) {
-	case errcode.SlotInvalidated, errcode.SlotMissing, errcode.SourceLogLost:
+	case errcode.SourceAnchorMissing, errcode.SourceLogLost, errcode.SlotInvalidated, errcode.SlotMissing:
 		return CauseSourcePositionLost
 	case errcode.SlotUnconfirmed:
 		return CauseUnconfirmedPosition

@@ -192,14 +192,16 @@ func TestMergeTakesNewestFacts(t *testing.T) {
 
 func TestCauseOfCodes(t *testing.T) {
 	for code, want := range map[string]string{
-		"SLUICE-E-SLOT-INVALIDATED":   CauseSourcePositionLost,
-		"SLUICE-E-SLOT-MISSING":       CauseSourcePositionLost,
-		"SLUICE-E-SLOT-UNCONFIRMED":   CauseUnconfirmedPosition,
-		"SLUICE-E-TARGET-UNREACHABLE": CauseTargetRefusing,
-		"SLUICE-E-TARGET-PRIVILEGES":  CauseTargetRefusing,
-		"SLUICE-E-STORE-UNREACHABLE":  CauseStoreUnreachable,
-		"SLUICE-E-CHUNK-CORRUPT":      CauseFailing,
-		"":                            CauseFailing,
+		"SLUICE-E-SOURCE-LOG-LOST":       CauseSourcePositionLost,
+		"SLUICE-E-SOURCE-ANCHOR-MISSING": CauseSourcePositionLost,
+		"SLUICE-E-SLOT-INVALIDATED":      CauseSourcePositionLost,
+		"SLUICE-E-SLOT-MISSING":          CauseSourcePositionLost,
+		"SLUICE-E-SLOT-UNCONFIRMED":      CauseUnconfirmedPosition,
+		"SLUICE-E-TARGET-UNREACHABLE":    CauseTargetRefusing,
+		"SLUICE-E-TARGET-PRIVILEGES":     CauseTargetRefusing,
+		"SLUICE-E-STORE-UNREACHABLE":     CauseStoreUnreachable,
+		"SLUICE-E-CHUNK-CORRUPT":         CauseFailing,
+		"":                               CauseFailing,
 	} {
 		if got := CauseOf(code); got != want {
 			t.Errorf("CauseOf(%q) = %q, want %q", code, got, want)

@@ -371,8 +371,8 @@ func TestAFailedConfirmationOfACommittedWindowIsNamed(t *testing.T) {
 
 	// A refused log (invalidated, lost) stays the refusal it is.
 	src.windows = []fakeWindow{{records: chaintest.Txn(8, insert("public.t", "2")), end: "0/400"}}
-	src.confirmErr = errcode.New(errcode.SlotInvalidated, "gone")
-	if _, err := Window(ctx, ch, options(src, "attempt-2"), source.Limits{}); !errcode.Is(err, errcode.SlotInvalidated) {
+	src.confirmErr = errcode.New(errcode.SourceLogLost, "gone")
+	if _, err := Window(ctx, ch, options(src, "attempt-2"), source.Limits{}); !errcode.Is(err, errcode.SourceLogLost) {
 		t.Errorf("a refused confirmation became %v", err)
 	}
 }

@@ -45,7 +45,7 @@ type Source interface {
 	RotationFull(ctx context.Context, ch *chain.Chain, o FullOptions, src chain.SourceInfo) (m *chain.Manifest, cleanup func(), err error)
 	// OpenCapture opens a capture session on the chain's log at o.Start.
 	// It refuses a chain whose full created no log position for
-	// incrementals (SLUICE-E-SLOT-MISSING) and another source than the one
+	// incrementals (SLUICE-E-SOURCE-ANCHOR-MISSING) and another source than the one
 	// the chain records. The caller checks the chain's engine is Engine().
 	OpenCapture(ctx context.Context, o CaptureOptions) (Capture, error)
 	// Engine is the engine name the source's chains record
@@ -101,7 +101,7 @@ type CaptureOptions struct {
 	// Owner names the run that reads the chain's log (a streaming
 	// producer's workflow). A reader session of the same owner that still
 	// holds the log is a dead attempt's, which the capture may end to take
-	// the log over; any other holder is refused with SLUICE-E-SLOT-IN-USE.
+	// the log over; any other holder is refused with SLUICE-E-SOURCE-READER-IN-USE.
 	// Empty: every holder is refused.
 	Owner string
 	// OnTakeOver, when set, is told the ID of a session the capture ended

@@ -41,7 +41,7 @@ func exported(t *testing.T) map[string]bool {
 	producer := health.Key{Role: "producer", Name: "file:///c"}
 	tr.Polled(producer, false)
 	tr.Slot(producer, 1024, "reserved")
-	tr.Refused("SLUICE-E-SLOT-INVALIDATED")
+	tr.Refused("SLUICE-E-SOURCE-LOG-LOST")
 	tel.Wrote("data/a/t.zst", 1)
 	tel.Fetched("data/a/t.zst", 1, time.Millisecond)
 	tel.ApplyBatch("b", time.Millisecond)

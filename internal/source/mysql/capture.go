@@ -182,7 +182,7 @@ func openCapture(ctx context.Context, c *conf, o source.CaptureOptions) (*captur
 	if id == 0 {
 		var ok bool
 		if id, ok = slotServerID(o.Source.Slot); !ok {
-			return nil, errcode.New(errcode.SlotMissing, "the chain records no replica server ID (source slot %q); give the DSN a server_id=N parameter", o.Source.Slot)
+			return nil, errcode.New(errcode.SourceAnchorMissing, "the chain records no replica server ID (source slot %q); give the DSN a server_id=N parameter", o.Source.Slot).Was(errcode.SlotMissing)
 		}
 	}
 	db, err := connect(ctx, c, 2)
@@ -220,7 +220,7 @@ func openCapture(ctx context.Context, c *conf, o source.CaptureOptions) (*captur
 		if e, ok := errcode.As(err); ok && e.Code == errcode.SourceServerIDClash && c.serverID == 0 && strings.Contains(e.Message, `"sluice`) {
 			// The chain's own replica ID, registered by another sluice
 			// reader: a second producer on this chain.
-			return nil, &errcode.Error{Code: errcode.SlotInUse, Err: err,
+			return nil, &errcode.Error{Code: errcode.SourceReaderInUse, Formerly: errcode.SlotInUse, Err: err,
 				Message: fmt.Sprintf("another reader of this chain's binlog is connected to the source as replica server_id %d", id),
 				Hint:    "Run one producer per chain: stop the other one (sluice backup stream stop), or wait for it to end; SHOW SLAVE HOSTS on the source lists it."}
 		}

@@ -11,7 +11,7 @@ import (
 )
 
 // The replica server ID: a second reader of the chain's binlog is a
-// second producer (SLOT-IN-USE), a later attempt of the same producer
+// second producer (SOURCE-READER-IN-USE), a later attempt of the same producer
 // takes the binlog over, and an ID the source itself uses is refused.
 func TestReplicaServerIDs(t *testing.T) {
 	f := newFixture(t, `CREATE TABLE t (id int PRIMARY KEY)`)
@@ -43,7 +43,7 @@ func TestReplicaServerIDs(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	if _, err := open(""); !errcode.Is(err, errcode.SlotInUse) || errcode.ExitStatus(err) != 3 {
+	if _, err := open(""); !errcode.Is(err, errcode.SourceReaderInUse) || errcode.ExitStatus(err) != 3 {
 		t.Fatalf("a second reader: %v", err)
 	}
 	again, err := open("producer/a")

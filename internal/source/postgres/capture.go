@@ -137,7 +137,7 @@ func OpenCapture(ctx context.Context, o CaptureOptions, start string, schema *ch
 
 // startStreaming starts streaming the slot at start. A slot still held by one of this
 // owner's own connections (dead, unnoticed by the server) is taken over
-// first; any other holder is refused with SLUICE-E-SLOT-IN-USE.
+// first; any other holder is refused with SLUICE-E-SOURCE-READER-IN-USE.
 func (c *Capture) startStreaming(ctx context.Context, start pglogrepl.LSN) error {
 	err := c.startReplication(ctx, start)
 	if err == nil || c.o.Owner == "" || !slotInUse(err) {
@@ -148,7 +148,7 @@ func (c *Capture) startStreaming(ctx context.Context, start pglogrepl.LSN) error
 		return err
 	}
 	if !took {
-		return errcode.New(errcode.SlotInUse, "replication slot %s is in use by another client (process %d), not by this producer", c.o.Slot, pid)
+		return errSlotInUse(nil, "replication slot %s is in use by another client (process %d), not by this producer", c.o.Slot, pid)
 	}
 	if c.o.OnTakeOver != nil && pid != 0 {
 		c.o.OnTakeOver(pid)
@@ -192,15 +192,15 @@ func startError(err error, slot string) error {
 	if errors.As(err, &pgErr) {
 		switch pgErr.Code {
 		case "55006": // object_in_use: another consumer holds the slot
-			return errcode.Wrap(errcode.SlotInUse, err, "replication slot %s is in use by another connection", slot)
+			return errSlotInUse(err, "replication slot %s is in use by another connection", slot)
 		case "55000": // object_not_in_prerequisite_state: invalidated
-			return errcode.Wrap(errcode.SlotInvalidated, err, "replication slot %s can no longer be read", slot)
+			return errSlotInvalidated(err, "replication slot %s can no longer be read", slot)
 		case "42704":
 			if strings.Contains(pgErr.Message, "publication") {
 				return errcode.Wrap(errcode.PublicationMissing, err,
 					"the publication did not exist yet at the chain's position (it must be created before the chain slot; `sluice backup full --chain-slot` does this)")
 			}
-			return errcode.Wrap(errcode.SlotMissing, err, "replication slot %s does not exist", slot)
+			return errSlotMissing(err, "replication slot %s does not exist", slot)
 		}
 	}
 	return classify(err, "start replication on slot "+slot)
@@ -595,14 +595,14 @@ func SlotHealth(ctx context.Context, conn *pgx.Conn, slot string) (source.LogHea
 			coalesce(confirmed_flush_lsn::text, ''), active
 		FROM pg_replication_slots WHERE slot_name = $1`, slot).Scan(&s.WalStatus, &s.RetainedBytes, &s.Confirmed, &s.Active)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return s, errcode.New(errcode.SlotMissing, "replication slot %q does not exist on the source", slot)
+		return s, errSlotMissing(nil, "replication slot %q does not exist on the source", slot)
 	}
 	if err != nil {
 		return s, classify(err, "read slot "+slot)
 	}
 	s.State = logState(s.WalStatus)
 	if s.State == source.LogLost {
-		return s, errcode.New(errcode.SlotInvalidated, "PostgreSQL invalidated replication slot %q (wal_status lost): the WAL it needed was removed", slot)
+		return s, errSlotInvalidated(nil, "PostgreSQL invalidated replication slot %q (wal_status lost): the WAL it needed was removed", slot)
 	}
 	return s, nil
 }

@@ -107,7 +107,7 @@ func (e *engine) fullOptions(o source.FullOptions) FullBackupOptions {
 // the driver's publication.
 func (e *engine) OpenCapture(ctx context.Context, o source.CaptureOptions) (source.Capture, error) {
 	if o.Source.Slot == "" {
-		return nil, errcode.New(errcode.SlotMissing, "the chain was taken without --chain-slot, so no slot anchors its incrementals")
+		return nil, errSlotMissing(nil, "the chain was taken without --chain-slot, so no slot anchors its incrementals")
 	}
 	co := CaptureOptions{DSN: e.dsn, Slot: o.Source.Slot, Publication: e.publication, Source: o.Source, Owner: o.Owner, Filter: o.Filter}
 	if o.OnTakeOver != nil {

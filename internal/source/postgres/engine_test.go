@@ -52,8 +52,8 @@ func TestOpenCaptureNeedsTheChainSlot(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = src.OpenCapture(context.Background(), source.CaptureOptions{Source: chain.SourceInfo{Engine: EngineName}, Start: "0/100"})
-	if !errcode.Is(err, errcode.SlotMissing) {
-		t.Errorf("a chain without a slot: %v, want SLUICE-E-SLOT-MISSING", err)
+	if e, ok := errcode.As(err); !ok || e.Code != errcode.SourceAnchorMissing || e.Formerly != errcode.SlotMissing {
+		t.Errorf("a chain without a slot: %v, want SLUICE-E-SOURCE-ANCHOR-MISSING (formerly SLUICE-E-SLOT-MISSING)", err)
 	}
 }
 

@@ -294,7 +294,7 @@ func checkSourceSettings(ctx context.Context, conn *pgx.Conn) error {
 		return classify(err, "read source settings")
 	}
 	if walLevel != "logical" {
-		return errcode.New(errcode.SourceWalLevel, "source wal_level is %q", walLevel)
+		return errWalLevel(walLevel)
 	}
 	if !canReplicate {
 		return errcode.New(errcode.SourcePrivileges, "the source role may not create replication slots (it lacks REPLICATION)")

@@ -26,7 +26,7 @@ func ownerAppName(owner string) string {
 // slotInUse reports a start refused because another connection holds the slot.
 func slotInUse(err error) bool {
 	e, ok := errcode.As(err)
-	return ok && e.Code == errcode.SlotInUse
+	return ok && e.Code == errcode.SourceReaderInUse
 }
 
 // slotReleaseWait bounds how long a takeover waits for the ended connection
@@ -53,7 +53,7 @@ func takeOverSlot(ctx context.Context, conn *pgx.Conn, slot, appName string) (pi
 	}
 	var ended bool
 	if err := conn.QueryRow(ctx, `SELECT pg_terminate_backend($1)`, pid).Scan(&ended); err != nil {
-		return pid, false, errcode.Wrap(errcode.SlotInUse, classify(err, "end the earlier connection"),
+		return pid, false, errSlotInUse(classify(err, "end the earlier connection"),
 			"replication slot %s is still held by an earlier connection of this producer (process %d), which could not be ended", slot, pid)
 	}
 	deadline := time.Now().Add(slotReleaseWait)
@@ -61,7 +61,7 @@ func takeOverSlot(ctx context.Context, conn *pgx.Conn, slot, appName string) (pi
 		var active bool
 		err := conn.QueryRow(ctx, `SELECT active FROM pg_replication_slots WHERE slot_name = $1`, slot).Scan(&active)
 		if errors.Is(err, pgx.ErrNoRows) {
-			return pid, false, errcode.New(errcode.SlotMissing, "replication slot %s does not exist", slot)
+			return pid, false, errSlotMissing(nil, "replication slot %s does not exist", slot)
 		}
 		if err != nil {
 			return pid, false, classify(err, "read slot "+slot)
@@ -70,7 +70,7 @@ func takeOverSlot(ctx context.Context, conn *pgx.Conn, slot, appName string) (pi
 			return pid, true, nil
 		}
 		if time.Now().After(deadline) {
-			return pid, false, errcode.New(errcode.SlotInUse,
+			return pid, false, errSlotInUse(nil,
 				"replication slot %s is still held by an earlier connection of this producer (process %d) %s after it was ended", slot, pid, slotReleaseWait)
 		}
 		select {
