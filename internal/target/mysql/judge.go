@@ -187,7 +187,7 @@ func (p keyProbe) ProbeKey(ctx context.Context, qualified string, def *chain.Tab
 }
 
 func (p keyProbe) MarksUsable(ctx context.Context) (bool, string, string, error) {
-	if err := ensureControlTables(ctx, p.conn, p.t.flavor); err != nil {
+	if err := p.t.control.Ensure(ctx, p.conn); err != nil {
 		if privileged(err) {
 			return false, "the target user may not create " + marksTable + " or " + stateTable, marksHint, nil
 		}

@@ -97,7 +97,7 @@ func (t *Target) OpenLane(ctx context.Context, cfg target.LaneConfig) (target.La
 	if err != nil {
 		return nil, classify(err, "connect an apply lane")
 	}
-	if err := ensureControlTables(ctx, conn, t.flavor); err != nil {
+	if err := t.control.Ensure(ctx, conn); err != nil {
 		conn.Close()
 		return nil, err
 	}
@@ -140,7 +140,7 @@ func (l *lane) checkLease(ctx context.Context, lock string) error {
 	if l.cfg.Lease == nil {
 		return nil
 	}
-	row, _, err := readRow(ctx, l.conn, l.cfg.Stream, lock)
+	row, _, err := l.t.control.ReadRow(ctx, l.conn, l.cfg.Stream, lock)
 	if err != nil {
 		return err
 	}
@@ -262,7 +262,7 @@ func (l *lane) Commit(ctx context.Context, c target.Commit) error {
 		if err := l.app.flush(ctx, l.conn); err != nil {
 			return err
 		}
-		if err := writeMarks(ctx, l.conn, l.cfg.Stream, c.Marks); err != nil {
+		if err := l.t.control.WriteMarks(ctx, l.conn, l.cfg.Stream, c.Marks); err != nil {
 			return err
 		}
 		if c.Position != nil {
@@ -293,11 +293,11 @@ func (l *lane) writePosition(ctx context.Context, c target.Commit) error {
 	if err := l.checkLease(ctx, " FOR UPDATE"); err != nil {
 		return err
 	}
-	if err := writeRow(ctx, l.conn, l.cfg.Stream, *c.Position); err != nil {
+	if err := l.t.control.WriteRow(ctx, l.conn, l.cfg.Stream, *c.Position); err != nil {
 		return err
 	}
 	if c.PruneMarksExcept != "" {
-		return pruneMarks(ctx, l.conn, l.cfg.Stream, c.PruneMarksExcept)
+		return l.t.control.PruneMarks(ctx, l.conn, l.cfg.Stream, c.PruneMarksExcept)
 	}
 	return nil
 }

@@ -22,6 +22,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/errcode"
 	"github.com/sluicehq/sluice/internal/target"
+	"github.com/sluicehq/sluice/internal/target/sqlkit"
 )
 
 func init() {
@@ -189,7 +190,9 @@ type Target struct {
 	name   string // host:port/database, for messages
 	schema string // the database
 	flavor flavor
-	unique uniqueSeen
+	// control is the broker's control tables on this server.
+	control *sqlkit.Control
+	unique  uniqueSeen
 	// lockWaitSeconds, when set, is the lanes' innodb_lock_wait_timeout
 	// (the server's own otherwise; tests shorten it).
 	lockWaitSeconds int
@@ -199,7 +202,6 @@ var (
 	_ target.Target            = (*Target)(nil)
 	_ target.ImplicitCommitter = (*Target)(nil)
 	_ target.Lane              = (*lane)(nil)
-	_ target.StateStore        = stateStore{}
 )
 
 func open(ctx context.Context, dsn string, _ map[string]string) (target.Target, error) {
@@ -233,6 +235,7 @@ func Open(ctx context.Context, dsn string) (*Target, error) {
 	// MySQL 8 keeps local_infile off by default and will not read a JSON
 	// value from a binary stream; its loads use INSERTs.
 	t.flavor.localInfile = localInfile == 1 && t.flavor.mariadb
+	t.control = control(t.flavor)
 	return t, nil
 }
 
@@ -255,7 +258,7 @@ func (t *Target) MaxLanes() int { return 0 }
 func (t *Target) CommitsImplicitly() bool { return true }
 
 // State keeps positions and marks in the target database.
-func (t *Target) State() target.StateStore { return stateStore{t: t} }
+func (t *Target) State() target.StateStore { return t.control.Store(t.db) }
 
 // Close closes every connection of the pool.
 func (t *Target) Close(context.Context) error {

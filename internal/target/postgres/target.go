@@ -191,7 +191,7 @@ func (l *lane) begin(ctx context.Context) error {
 		return classify(err, "begin apply transaction")
 	}
 	row, err := lockRow(ctx, tx, l.cfg.Stream, false)
-	if err == nil {
+	if err == nil && l.cfg.Lease != nil {
 		err = l.cfg.Lease(row)
 	}
 	if err != nil {
@@ -242,8 +242,10 @@ func (l *lane) writePosition(ctx context.Context, c target.Commit) error {
 	if err != nil {
 		return err
 	}
-	if err := l.cfg.Lease(row); err != nil {
-		return err
+	if l.cfg.Lease != nil {
+		if err := l.cfg.Lease(row); err != nil {
+			return err
+		}
 	}
 	if err := writeRow(ctx, l.tx, l.cfg.Stream, *c.Position); err != nil {
 		return err

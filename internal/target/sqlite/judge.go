@@ -42,7 +42,7 @@ func (p keyProbe) MarksUsable(ctx context.Context) (bool, string, string, error)
 // marksUsable reports whether the broker can keep marks in the database:
 // the marks table exists, or can be created now.
 func marksUsable(ctx context.Context, conn *sql.Conn) (bool, string, error) {
-	err := ensureControlTablesOn(ctx, conn)
+	err := control.Ensure(ctx, conn)
 	if err == nil {
 		return true, "", nil
 	}

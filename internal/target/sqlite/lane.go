@@ -37,7 +37,7 @@ func (t *Target) OpenLane(ctx context.Context, cfg target.LaneConfig) (target.La
 	if err != nil {
 		return nil, classify(err, "connect an apply lane")
 	}
-	if err := ensureControlTablesOn(ctx, conn); err != nil {
+	if err := control.Ensure(ctx, conn); err != nil {
 		conn.Close()
 		return nil, err
 	}
@@ -47,31 +47,6 @@ func (t *Target) OpenLane(ctx context.Context, cfg target.LaneConfig) (target.La
 		return nil, err
 	}
 	return &lane{conn: conn, app: app, cfg: cfg}, nil
-}
-
-// ensureControlTablesOn creates the control tables through conn unless
-// both exist (then it takes no write lock).
-func ensureControlTablesOn(ctx context.Context, conn *sql.Conn) error {
-	state, err := tableExists(ctx, conn, stateTable)
-	if err != nil {
-		return err
-	}
-	marks, err := tableExists(ctx, conn, marksTable)
-	if err != nil || (state && marks) {
-		return err
-	}
-	if err := beginImmediate(ctx, conn, "creating the control tables"); err != nil {
-		return err
-	}
-	if err := ensureControlTables(ctx, conn); err != nil {
-		rollbackTx(ctx, conn)
-		return err
-	}
-	if err := commitTx(ctx, conn, "creating the control tables"); err != nil {
-		rollbackTx(ctx, conn)
-		return err
-	}
-	return nil
 }
 
 // begin opens the lane's transaction when none is open and checks the
@@ -97,7 +72,7 @@ func (l *lane) checkLease(ctx context.Context) error {
 	if l.cfg.Lease == nil {
 		return nil
 	}
-	row, _, err := readRow(ctx, l.conn, l.cfg.Stream)
+	row, _, err := control.ReadRow(ctx, l.conn, l.cfg.Stream, "")
 	if err != nil {
 		return err
 	}
@@ -164,7 +139,7 @@ func (l *lane) Commit(ctx context.Context, c target.Commit) error {
 	if err := l.app.flush(ctx, l.conn); err != nil {
 		return l.fail(ctx, err)
 	}
-	if err := writeMarks(ctx, l.conn, l.cfg.Stream, c.Marks); err != nil {
+	if err := control.WriteMarks(ctx, l.conn, l.cfg.Stream, c.Marks); err != nil {
 		return l.fail(ctx, err)
 	}
 	if c.Position != nil {
@@ -183,11 +158,11 @@ func (l *lane) writePosition(ctx context.Context, c target.Commit) error {
 	if err := l.checkLease(ctx); err != nil {
 		return err
 	}
-	if err := writeRow(ctx, l.conn, l.cfg.Stream, *c.Position); err != nil {
+	if err := control.WriteRow(ctx, l.conn, l.cfg.Stream, *c.Position); err != nil {
 		return err
 	}
 	if c.PruneMarksExcept != "" {
-		return pruneMarks(ctx, l.conn, l.cfg.Stream, c.PruneMarksExcept)
+		return control.PruneMarks(ctx, l.conn, l.cfg.Stream, c.PruneMarksExcept)
 	}
 	return nil
 }

@@ -53,9 +53,8 @@ type Target struct {
 }
 
 var (
-	_ target.Target     = (*Target)(nil)
-	_ target.Lane       = (*lane)(nil)
-	_ target.StateStore = stateStore{}
+	_ target.Target = (*Target)(nil)
+	_ target.Lane   = (*lane)(nil)
 )
 
 func open(ctx context.Context, dsn string, options map[string]string) (target.Target, error) {
@@ -144,7 +143,7 @@ func (t *Target) DB() *sql.DB { return t.db }
 func (t *Target) MaxLanes() int { return 1 }
 
 // State keeps positions and marks in the database file.
-func (t *Target) State() target.StateStore { return stateStore{db: t.db} }
+func (t *Target) State() target.StateStore { return control.Store(t.db) }
 
 // Close closes every connection of the pool.
 func (t *Target) Close(context.Context) error {

@@ -439,3 +439,81 @@ func interruptedBatch(t *testing.T, h Harness) {
 		t.Errorf("position %+v, want past %s", pos, m.ID)
 	}
 }
+
+// The marks of many source transactions, written in one lane commit, read
+// back exactly as they were written: identities by xid and commit LSN
+// (past 2^63 too) and by an opaque transaction ID, ordinals as ranges. The
+// same marks committed again change nothing, and a commit that prunes
+// keeps only the named link's.
+func marksRoundTrip(t *testing.T, h Harness) {
+	s, _, _ := pair()
+	tgt := h.New(t)
+	restore(t, tgt, s)
+	ctx := context.Background()
+	lane, err := tgt.OpenLane(ctx, target.LaneConfig{Schema: s, Stream: "marks"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lane.Close(ctx)
+	type mark struct {
+		id          chain.Identity
+		first, last uint32
+	}
+	batch := func(link string, from, n int) (*target.MarkBatch, []mark) {
+		b := &target.MarkBatch{}
+		var want []mark
+		for i := from; i < from+n; i++ {
+			id := chain.Identity{XID: uint32(i), CommitLSN: 1<<63 + uint64(i)*7}
+			if i%3 == 0 {
+				id = chain.Identity{Tx: fmt.Sprintf("0-1-%d", i)}
+			}
+			for o := uint32(0); o <= uint32(i%4); o++ {
+				b.Add(link, id, o)
+			}
+			b.Add(link, id, 10)
+			want = append(want, mark{id, 0, uint32(i % 4)}, mark{id, 10, 10})
+		}
+		return b, want
+	}
+	sorted := func(ms []mark) []mark {
+		key := func(m mark) string { return fmt.Sprintf("%s/%020d/%010d/%010d", m.id.Tx, m.id.CommitLSN, m.id.XID, m.first) }
+		out := slices.Clone(ms)
+		slices.SortFunc(out, func(a, b mark) int { return strings.Compare(key(a), key(b)) })
+		return out
+	}
+	read := func() []mark {
+		t.Helper()
+		var out []mark
+		if err := tgt.State().ReadMarks(ctx, "marks", func(id chain.Identity, first, last uint32) { out = append(out, mark{id, first, last}) }); err != nil {
+			t.Fatal(err)
+		}
+		return sorted(out)
+	}
+	row := &target.StateRow{Token: "token", Checksum: "checksum"}
+	b, want := batch("link-a", 0, 1234)
+	for range 2 {
+		if err := lane.Commit(ctx, target.Commit{Marks: b, Position: row}); err != nil {
+			t.Fatal(err)
+		}
+		if got := read(); !slices.Equal(got, sorted(want)) {
+			t.Fatalf("read %d marks back, want the %d written (first differing: %v)", len(got), len(want), firstDiff(got, sorted(want)))
+		}
+	}
+	b, want = batch("link-b", 5000, 3)
+	if err := lane.Commit(ctx, target.Commit{Marks: b, Position: row, PruneMarksExcept: "link-b"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := read(); !slices.Equal(got, sorted(want)) {
+		t.Fatalf("after the prune: %v, want only link-b's %v", got, want)
+	}
+}
+
+// firstDiff is the first element where a and b differ, for a message.
+func firstDiff[T comparable](a, b []T) any {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return []T{a[i], b[i]}
+		}
+	}
+	return fmt.Sprintf("lengths %d and %d", len(a), len(b))
+}

@@ -44,6 +44,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("SpecialValuesHeldOrRefused", func(t *testing.T) { specialValues(t, h) })
 	t.Run("ReappliedInsertUpserts", func(t *testing.T) { reappliedInsert(t, h) })
 	t.Run("MarksSkipARedeliveredChange", func(t *testing.T) { marksSkip(t, h) })
+	t.Run("MarksRoundTrip", func(t *testing.T) { marksRoundTrip(t, h) })
 	t.Run("RowsAndPositionCommitTogether", func(t *testing.T) { commitTogether(t, h) })
 	t.Run("UpdatesAndDeletesFindTheirRow", func(t *testing.T) { updatesAndDeletes(t, h) })
 	t.Run("KeyJudgments", func(t *testing.T) { keyJudgments(t, h) })
