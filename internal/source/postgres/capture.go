@@ -289,85 +289,22 @@ func (c *Capture) confirm(ctx context.Context) error {
 
 // Next captures one window of whole transactions into sink.
 func (c *Capture) Next(ctx context.Context, lim source.Limits, sink source.Sink) (source.Window, error) {
-	var until, before pglogrepl.LSN
-	if lim.Until != "" {
-		var err error
-		if until, err = pglogrepl.ParseLSN(lim.Until); err != nil {
-			return source.Window{}, fmt.Errorf("window bound %q: %w", lim.Until, err)
-		}
+	r, err := c.newWindowRun(lim, sink)
+	if err != nil {
+		return source.Window{}, err
 	}
-	if lim.Before != "" {
-		var err error
-		if before, err = pglogrepl.ParseLSN(lim.Before); err != nil {
-			return source.Window{}, fmt.Errorf("window bound %q: %w", lim.Before, err)
-		}
-	}
-	if c.spent {
-		return source.Window{}, errors.New("capture session already ended at a rotation bound")
-	}
-	w := source.Window{End: c.start.String()}
-	end := c.start
-	c.drained = 0
-	began := time.Now()
-	lastTx := began
-	inTx := false
-	caughtUp := false
-	var ch chain.Change
-	var ordinal uint32
-	turns := 0
-	var slotReadAt, identityReadAt time.Time
 	for {
-		turns++
-		if lim.Tick != nil && (!inTx || turns%1024 == 0) {
-			lim.Tick()
-		}
-		if lim.Log != nil && !inTx && time.Since(slotReadAt) >= source.ReportEvery {
-			slotReadAt = time.Now()
-			if st, err := c.LogHealth(ctx); err == nil {
-				lim.Log(st)
-			}
-		}
-		if lim.Tables != nil && !inTx && time.Since(identityReadAt) >= source.ReportEvery {
-			identityReadAt = time.Now()
-			if gaps, err := identityGaps(ctx, c.sql, c.o.Publication); err == nil {
-				lim.Tables(tableIssues(gaps))
-			}
-		}
-		if !inTx {
-			done := w.Transactions > 0 && ((lim.Duration > 0 && time.Since(began) >= lim.Duration) ||
-				(lim.Changes > 0 && w.Changes >= lim.Changes) || (lim.Bytes > 0 && w.Bytes >= lim.Bytes) ||
-				(until != 0 && end >= until))
-			if w.Transactions == 0 && lim.Idle > 0 && time.Since(lastTx) >= lim.Idle {
-				done = true
-			}
-			if lim.Stop != nil && lim.Stop() {
-				done = true
-			}
-			if caughtUp {
-				done = true
-			}
-			if done && c.safe > c.confirmed {
-				// A quiet window learnt from keepalives that the source
-				// has nothing the chain lacks up to c.safe: say so before
-				// the session ends, or windows shorter than the periodic
-				// confirm would never let the slot release WAL.
-				if err := c.confirm(ctx); err != nil {
-					return w, err
-				}
-			}
-			if done {
-				w.End = end.String()
-				c.start = end
-				if err := c.tracker.refreshObjects(ctx); err != nil {
-					return w, err
-				}
-				w.Schema = c.tracker.schema()
-				return w, nil
+		r.turns++
+		r.report(ctx)
+		if !r.inTx {
+			done, err := r.finished(ctx)
+			if done || err != nil {
+				return r.w, err
 			}
 		}
 		if time.Since(c.lastSent) > 5*time.Second {
 			if err := c.confirm(ctx); err != nil {
-				return w, err
+				return r.w, err
 			}
 		}
 		rctx, cancel := context.WithTimeout(ctx, time.Second)
@@ -375,165 +312,285 @@ func (c *Capture) Next(ctx context.Context, lim source.Limits, sink source.Sink)
 		cancel()
 		if err != nil {
 			if ctx.Err() != nil {
-				return w, ctx.Err()
+				return r.w, ctx.Err()
 			}
 			if pgconn.Timeout(err) {
 				continue
 			}
-			return w, classify(err, "read the replication stream")
+			return r.w, classify(err, "read the replication stream")
 		}
 		switch m := msg.(type) {
 		case *pgproto3.ErrorResponse:
-			return w, startError(pgconn.ErrorResponseToPgError(m), c.o.Slot)
+			return r.w, startError(pgconn.ErrorResponseToPgError(m), c.o.Slot)
 		case *pgproto3.CopyData:
 			if len(m.Data) == 0 {
 				continue
 			}
 			switch m.Data[0] {
 			case pglogrepl.PrimaryKeepaliveMessageByteID:
-				ka, err := pglogrepl.ParsePrimaryKeepaliveMessage(m.Data[1:])
-				if err != nil {
-					return w, fmt.Errorf("parse keepalive: %w", err)
-				}
-				c.received = max(c.received, ka.ServerWALEnd)
-				if !inTx && w.Transactions > 0 && before == 0 && ka.ServerWALEnd > c.drained {
-					// Everything before this point is in the window; it is
-					// safe once the window is committed.
-					c.drained = ka.ServerWALEnd
-				}
-				if !inTx && w.Transactions == 0 {
-					if ka.ServerWALEnd > c.safe {
-						// Nothing is pending: every transaction before this
-						// point was delivered and committed, so the slot may
-						// move on.
-						c.safe = ka.ServerWALEnd
-					}
-					if lim.Drained != nil {
-						lim.Drained()
-					}
-				}
-				if !inTx && ((until != 0 && ka.ServerWALEnd >= until) || (before != 0 && ka.ServerWALEnd >= before)) {
-					// Everything up to the bound was decoded and delivered.
-					caughtUp = true
-				}
-				if ka.ReplyRequested {
-					if err := c.confirm(ctx); err != nil {
-						return w, err
-					}
-				}
+				err = r.keepalive(ctx, m.Data[1:])
 			case pglogrepl.XLogDataByteID:
-				xld, err := pglogrepl.ParseXLogData(m.Data[1:])
-				if err != nil {
-					return w, fmt.Errorf("parse XLogData: %w", err)
-				}
-				w.Bytes += int64(len(xld.WALData))
-				c.received = max(c.received, xld.WALStart)
-				lm, err := pglogrepl.ParseV2(xld.WALData, false)
-				if err != nil {
-					return w, fmt.Errorf("decode pgoutput message at %s: %w", xld.WALStart, err)
-				}
-				switch lm := lm.(type) {
-				case *pglogrepl.RelationMessageV2:
-					c.relations[lm.RelationID] = lm
-					def, shape, included, err := c.tracker.observe(ctx, lm)
-					if err != nil {
-						return w, err
-					}
-					c.shapes[lm.RelationID], c.skipped[lm.RelationID] = shape, !included
-					if def != nil && inTx {
-						ch = chain.Change{Op: chain.OpSchema, XID: ch.XID, CommitLSN: ch.CommitLSN, Ordinal: ordinal, LSN: uint64(xld.WALStart),
-							Table: def.QualifiedName(), Schema: def, Identified: true}
-						ordinal++
-						w.Changes++
-						if err := sink(&ch); err != nil {
-							return w, err
-						}
-					}
-				case *pglogrepl.BeginMessage:
-					if before != 0 && lm.FinalLSN >= before {
-						caughtUp, c.spent = true, true
-						continue
-					}
-					inTx = true
-					ordinal = 0
-					ch = chain.Change{Op: chain.OpBegin, XID: lm.Xid, CommitLSN: uint64(lm.FinalLSN), LSN: uint64(xld.WALStart),
-						CommitTime: lm.CommitTime.UnixMicro(), Identified: true}
-					if err := sink(&ch); err != nil {
-						return w, err
-					}
-				case *pglogrepl.CommitMessage:
-					ch = chain.Change{Op: chain.OpCommit, XID: ch.XID, CommitLSN: uint64(lm.CommitLSN), LSN: uint64(xld.WALStart),
-						CommitTime: lm.CommitTime.UnixMicro(), EndLSN: uint64(lm.TransactionEndLSN), Identified: true}
-					if err := sink(&ch); err != nil {
-						return w, err
-					}
-					inTx = false
-					w.Transactions++
-					end = lm.TransactionEndLSN
-					w.LastCommit = lm.CommitTime
-					lastTx = time.Now()
-				case *pglogrepl.InsertMessageV2:
-					if c.skipped[lm.RelationID] {
-						continue
-					}
-					if err := c.rowChange(&ch, chain.OpInsert, lm.RelationID, ordinal, xld.WALStart, 0, nil, lm.Tuple); err != nil {
-						return w, err
-					}
-					ordinal++
-					w.Changes++
-					if err := sink(&ch); err != nil {
-						return w, err
-					}
-				case *pglogrepl.UpdateMessageV2:
-					if c.skipped[lm.RelationID] {
-						continue
-					}
-					if err := c.rowChange(&ch, chain.OpUpdate, lm.RelationID, ordinal, xld.WALStart, lm.OldTupleType, lm.OldTuple, lm.NewTuple); err != nil {
-						return w, err
-					}
-					ordinal++
-					w.Changes++
-					if err := sink(&ch); err != nil {
-						return w, err
-					}
-				case *pglogrepl.DeleteMessageV2:
-					if c.skipped[lm.RelationID] {
-						continue
-					}
-					if err := c.rowChange(&ch, chain.OpDelete, lm.RelationID, ordinal, xld.WALStart, lm.OldTupleType, lm.OldTuple, nil); err != nil {
-						return w, err
-					}
-					ordinal++
-					w.Changes++
-					if err := sink(&ch); err != nil {
-						return w, err
-					}
-				case *pglogrepl.TruncateMessageV2:
-					tables := make([]string, 0, len(lm.RelationIDs))
-					for _, id := range lm.RelationIDs {
-						rel, ok := c.relations[id]
-						if !ok {
-							return w, fmt.Errorf("truncate of relation %d before its Relation message", id)
-						}
-						if c.skipped[id] {
-							continue
-						}
-						tables = append(tables, rel.Namespace+"."+rel.RelationName)
-					}
-					if len(tables) == 0 {
-						continue // only tables the filter leaves out
-					}
-					ch = chain.Change{Op: chain.OpTruncate, XID: ch.XID, CommitLSN: ch.CommitLSN, Ordinal: ordinal, LSN: uint64(xld.WALStart),
-						Tables: tables, TruncateFlags: lm.Option, Identified: true}
-					ordinal++
-					w.Changes++
-					if err := sink(&ch); err != nil {
-						return w, err
-					}
-				}
+				err = r.xlogData(ctx, m.Data[1:])
+			}
+			if err != nil {
+				return r.w, err
 			}
 		}
 	}
+}
+
+// windowRun is one window of Next: its bounds and limits, the window it
+// builds, and where the stream is within it.
+type windowRun struct {
+	c    *Capture
+	lim  source.Limits
+	sink source.Sink
+	// until and before are the window's bounds (zero when unbounded).
+	until, before pglogrepl.LSN
+	w             source.Window
+	// end is where the window's last whole transaction ends.
+	end pglogrepl.LSN
+	// began is when the window began, lastTx when its last transaction
+	// committed.
+	began, lastTx time.Time
+	// inTx is set between a transaction's begin and commit; caughtUp once
+	// the stream has delivered everything up to a bound.
+	inTx, caughtUp bool
+	// ch is the change being delivered, ordinal the next one's ordinal
+	// within the transaction.
+	ch      chain.Change
+	ordinal uint32
+	turns   int
+	// slotReadAt and identityReadAt are when the slot's health and the
+	// tables' replica identities were last reported.
+	slotReadAt, identityReadAt time.Time
+}
+
+// newWindowRun starts a window at the capture's start, within lim's
+// bounds.
+func (c *Capture) newWindowRun(lim source.Limits, sink source.Sink) (*windowRun, error) {
+	r := &windowRun{c: c, lim: lim, sink: sink, w: source.Window{End: c.start.String()}, end: c.start}
+	var err error
+	if lim.Until != "" {
+		if r.until, err = pglogrepl.ParseLSN(lim.Until); err != nil {
+			return nil, fmt.Errorf("window bound %q: %w", lim.Until, err)
+		}
+	}
+	if lim.Before != "" {
+		if r.before, err = pglogrepl.ParseLSN(lim.Before); err != nil {
+			return nil, fmt.Errorf("window bound %q: %w", lim.Before, err)
+		}
+	}
+	if c.spent {
+		return nil, errors.New("capture session already ended at a rotation bound")
+	}
+	c.drained = 0
+	r.began = time.Now()
+	r.lastTx = r.began
+	return r, nil
+}
+
+// report ticks the run's liveness and, between transactions every
+// source.ReportEvery, reports the slot's health and the tables' replica
+// identities.
+func (r *windowRun) report(ctx context.Context) {
+	lim := r.lim
+	if lim.Tick != nil && (!r.inTx || r.turns%1024 == 0) {
+		lim.Tick()
+	}
+	if r.inTx {
+		return
+	}
+	if lim.Log != nil && time.Since(r.slotReadAt) >= source.ReportEvery {
+		r.slotReadAt = time.Now()
+		if st, err := r.c.LogHealth(ctx); err == nil {
+			lim.Log(st)
+		}
+	}
+	if lim.Tables != nil && time.Since(r.identityReadAt) >= source.ReportEvery {
+		r.identityReadAt = time.Now()
+		if gaps, err := identityGaps(ctx, r.c.sql, r.c.o.Publication); err == nil {
+			lim.Tables(tableIssues(gaps))
+		}
+	}
+}
+
+// finished decides, between transactions, whether the window ends here:
+// a limit reached after a transaction, an idle window, a stop asked for,
+// or a bound caught up with. An ending window records its end and schema.
+func (r *windowRun) finished(ctx context.Context) (bool, error) {
+	c, lim, w := r.c, r.lim, &r.w
+	done := w.Transactions > 0 && ((lim.Duration > 0 && time.Since(r.began) >= lim.Duration) ||
+		(lim.Changes > 0 && w.Changes >= lim.Changes) || (lim.Bytes > 0 && w.Bytes >= lim.Bytes) ||
+		(r.until != 0 && r.end >= r.until))
+	if w.Transactions == 0 && lim.Idle > 0 && time.Since(r.lastTx) >= lim.Idle {
+		done = true
+	}
+	if (lim.Stop != nil && lim.Stop()) || r.caughtUp {
+		done = true
+	}
+	if !done {
+		return false, nil
+	}
+	if c.safe > c.confirmed {
+		// A quiet window learnt from keepalives that the source has
+		// nothing the chain lacks up to c.safe: say so before the session
+		// ends, or windows shorter than the periodic confirm would never
+		// let the slot release WAL.
+		if err := c.confirm(ctx); err != nil {
+			return true, err
+		}
+	}
+	w.End = r.end.String()
+	c.start = r.end
+	if err := c.tracker.refreshObjects(ctx); err != nil {
+		return true, err
+	}
+	w.Schema = c.tracker.schema()
+	return true, nil
+}
+
+// keepalive takes a primary keepalive message: how far the server's WAL
+// goes, and so what the window and the slot may count as delivered.
+func (r *windowRun) keepalive(ctx context.Context, data []byte) error {
+	c, w := r.c, &r.w
+	ka, err := pglogrepl.ParsePrimaryKeepaliveMessage(data)
+	if err != nil {
+		return fmt.Errorf("parse keepalive: %w", err)
+	}
+	c.received = max(c.received, ka.ServerWALEnd)
+	if !r.inTx && w.Transactions > 0 && r.before == 0 && ka.ServerWALEnd > c.drained {
+		// Everything before this point is in the window; it is safe once
+		// the window is committed.
+		c.drained = ka.ServerWALEnd
+	}
+	if !r.inTx && w.Transactions == 0 {
+		if ka.ServerWALEnd > c.safe {
+			// Nothing is pending: every transaction before this point was
+			// delivered and committed, so the slot may move on.
+			c.safe = ka.ServerWALEnd
+		}
+		if r.lim.Drained != nil {
+			r.lim.Drained()
+		}
+	}
+	if !r.inTx && ((r.until != 0 && ka.ServerWALEnd >= r.until) || (r.before != 0 && ka.ServerWALEnd >= r.before)) {
+		// Everything up to the bound was decoded and delivered.
+		r.caughtUp = true
+	}
+	if ka.ReplyRequested {
+		return c.confirm(ctx)
+	}
+	return nil
+}
+
+// xlogData decodes one pgoutput message and delivers what it carries.
+func (r *windowRun) xlogData(ctx context.Context, data []byte) error {
+	c := r.c
+	xld, err := pglogrepl.ParseXLogData(data)
+	if err != nil {
+		return fmt.Errorf("parse XLogData: %w", err)
+	}
+	r.w.Bytes += int64(len(xld.WALData))
+	c.received = max(c.received, xld.WALStart)
+	lm, err := pglogrepl.ParseV2(xld.WALData, false)
+	if err != nil {
+		return fmt.Errorf("decode pgoutput message at %s: %w", xld.WALStart, err)
+	}
+	at := xld.WALStart
+	switch lm := lm.(type) {
+	case *pglogrepl.RelationMessageV2:
+		return r.relation(ctx, lm, at)
+	case *pglogrepl.BeginMessage:
+		if r.before != 0 && lm.FinalLSN >= r.before {
+			r.caughtUp, c.spent = true, true
+			return nil
+		}
+		r.inTx = true
+		r.ordinal = 0
+		r.ch = chain.Change{Op: chain.OpBegin, XID: lm.Xid, CommitLSN: uint64(lm.FinalLSN), LSN: uint64(at),
+			CommitTime: lm.CommitTime.UnixMicro(), Identified: true}
+		return r.sink(&r.ch)
+	case *pglogrepl.CommitMessage:
+		r.ch = chain.Change{Op: chain.OpCommit, XID: r.ch.XID, CommitLSN: uint64(lm.CommitLSN), LSN: uint64(at),
+			CommitTime: lm.CommitTime.UnixMicro(), EndLSN: uint64(lm.TransactionEndLSN), Identified: true}
+		if err := r.sink(&r.ch); err != nil {
+			return err
+		}
+		r.inTx = false
+		r.w.Transactions++
+		r.end = lm.TransactionEndLSN
+		r.w.LastCommit = lm.CommitTime
+		r.lastTx = time.Now()
+		return nil
+	case *pglogrepl.InsertMessageV2:
+		return r.row(chain.OpInsert, lm.RelationID, at, 0, nil, lm.Tuple)
+	case *pglogrepl.UpdateMessageV2:
+		return r.row(chain.OpUpdate, lm.RelationID, at, lm.OldTupleType, lm.OldTuple, lm.NewTuple)
+	case *pglogrepl.DeleteMessageV2:
+		return r.row(chain.OpDelete, lm.RelationID, at, lm.OldTupleType, lm.OldTuple, nil)
+	case *pglogrepl.TruncateMessageV2:
+		return r.truncate(lm, at)
+	}
+	return nil
+}
+
+// relation takes a Relation message: the table's definition as the
+// stream now sends it, delivered as a schema change inside a transaction
+// when it differs from what the chain records.
+func (r *windowRun) relation(ctx context.Context, lm *pglogrepl.RelationMessageV2, at pglogrepl.LSN) error {
+	c := r.c
+	c.relations[lm.RelationID] = lm
+	def, shape, included, err := c.tracker.observe(ctx, lm)
+	if err != nil {
+		return err
+	}
+	c.shapes[lm.RelationID], c.skipped[lm.RelationID] = shape, !included
+	if def == nil || !r.inTx {
+		return nil
+	}
+	r.ch = chain.Change{Op: chain.OpSchema, XID: r.ch.XID, CommitLSN: r.ch.CommitLSN, Ordinal: r.ordinal, LSN: uint64(at),
+		Table: def.QualifiedName(), Schema: def, Identified: true}
+	return r.deliver()
+}
+
+// row delivers an insert, update or delete of a table the capture keeps.
+func (r *windowRun) row(op chain.Op, rel uint32, at pglogrepl.LSN, oldType uint8, old, tuple *pglogrepl.TupleData) error {
+	if r.c.skipped[rel] {
+		return nil
+	}
+	if err := r.c.rowChange(&r.ch, op, rel, r.ordinal, at, oldType, old, tuple); err != nil {
+		return err
+	}
+	return r.deliver()
+}
+
+// truncate delivers a TRUNCATE of the tables the capture keeps, if any.
+func (r *windowRun) truncate(lm *pglogrepl.TruncateMessageV2, at pglogrepl.LSN) error {
+	tables := make([]string, 0, len(lm.RelationIDs))
+	for _, id := range lm.RelationIDs {
+		rel, ok := r.c.relations[id]
+		if !ok {
+			return fmt.Errorf("truncate of relation %d before its Relation message", id)
+		}
+		if r.c.skipped[id] {
+			continue
+		}
+		tables = append(tables, rel.Namespace+"."+rel.RelationName)
+	}
+	if len(tables) == 0 {
+		return nil // only tables the filter leaves out
+	}
+	r.ch = chain.Change{Op: chain.OpTruncate, XID: r.ch.XID, CommitLSN: r.ch.CommitLSN, Ordinal: r.ordinal, LSN: uint64(at),
+		Tables: tables, TruncateFlags: lm.Option, Identified: true}
+	return r.deliver()
+}
+
+// deliver hands the change in r.ch to the sink as the transaction's next.
+func (r *windowRun) deliver() error {
+	r.ordinal++
+	r.w.Changes++
+	return r.sink(&r.ch)
 }
 
 // rowChange fills ch with an insert, update or delete, its images shaped
