@@ -117,8 +117,3 @@ func commitTx(ctx context.Context, conn *sql.Conn, what string) error {
 // rollbackTx rolls back conn's open transaction, whatever ctx's state.
 func rollbackTx(ctx context.Context, conn *sql.Conn) { sqlkit.Rollback(ctx, conn) }
 
-// withTx runs fn in one transaction on a connection of its own and
-// commits when fn succeeds; it rolls back otherwise.
-func withTx(ctx context.Context, db *sql.DB, what string, fn func(conn *sql.Conn) error) error {
-	return sqlkit.WithTx(ctx, db, "START TRANSACTION", classify, what, fn)
-}

@@ -30,7 +30,7 @@ const (
 // appliers on one connection never share a name.
 var applierSeq atomic.Uint64
 
-// Applier applies change records to a PostgreSQL target inside the caller's
+// applier applies change records to a PostgreSQL target inside the caller's
 // transaction. It tracks the table definitions as the changes go (a schema
 // change record updates them) and turns each row change into a prepared
 // statement, cached per table, operation and column set. Statements are
@@ -48,9 +48,9 @@ var applierSeq atomic.Uint64
 // (REPLICA IDENTITY FULL) and change exactly one matching row. An update or
 // delete that finds no row changes nothing and is counted (see Unmatched).
 //
-// An Applier is not safe for concurrent use. After an error the transaction
-// is in an unknown state: roll it back and start over with a new Applier.
-type Applier struct {
+// An applier is not safe for concurrent use. After an error the transaction
+// is in an unknown state: roll it back and start over with a new applier.
+type applier struct {
 	base      *chain.Schema
 	userTypes *ddlcheck.Names // the user types the chain records so far
 	tables    map[string]*tableState
@@ -160,11 +160,11 @@ func txName(xid uint32, tx string) string {
 // span locates one parameter in the arena; n < 0 is NULL.
 type span struct{ off, n int32 }
 
-// NewApplier returns an Applier that starts from the table definitions of
+// newApplier returns an Applier that starts from the table definitions of
 // schema, which it does not modify.
-func NewApplier(schema *chain.Schema) *Applier {
+func newApplier(schema *chain.Schema) *applier {
 	base, err := checkedSchema(schema)
-	a := &Applier{
+	a := &applier{
 		base:      base,
 		userTypes: ddlcheck.NamesOf(schema),
 		err:       err,
@@ -192,7 +192,7 @@ func NewApplier(schema *chain.Schema) *Applier {
 // which may differ from the chain's recorded key (a target keyed by a
 // unique index where the source had a primary key, say). A table whose
 // columns the rows do not all supply keeps the chain's key.
-func (a *Applier) UseArbiters(arbiters map[string][]string) {
+func (a *applier) UseArbiters(arbiters map[string][]string) {
 	a.arbiters = arbiters
 	for name, ts := range a.tables {
 		ts.useArbiter(arbiters[name])
@@ -231,7 +231,7 @@ func newTableState(t *chain.Table) *tableState {
 // Schema returns the schema in force after the changes applied so far: the
 // starting schema with each table's latest definition and the tables the
 // changes created, in (schema, name) order.
-func (a *Applier) Schema() *chain.Schema {
+func (a *applier) Schema() *chain.Schema {
 	s := *a.base
 	s.Tables = make([]chain.Table, 0, len(a.tables))
 	for _, ts := range a.tables {
@@ -248,12 +248,12 @@ func (a *Applier) Schema() *chain.Schema {
 
 // Unmatched returns how many updates and deletes found no row to change on
 // the target, among the statements sent so far.
-func (a *Applier) Unmatched() int64 { return a.missing }
+func (a *applier) Unmatched() int64 { return a.missing }
 
 // Apply applies one change inside tx. Begin and commit records are no-ops:
 // the caller owns the transaction. The statement may only be queued; Flush
 // sends the rest before the caller commits.
-func (a *Applier) Apply(ctx context.Context, tx pgx.Tx, c *chain.Change) error {
+func (a *applier) Apply(ctx context.Context, tx pgx.Tx, c *chain.Change) error {
 	if a.err != nil {
 		return a.err
 	}
@@ -287,7 +287,7 @@ func (a *Applier) Apply(ctx context.Context, tx pgx.Tx, c *chain.Change) error {
 var changeErr = chain.ChangeError
 
 // table returns the tracked table of a row change and checks its images.
-func (a *Applier) table(c *chain.Change) (*tableState, error) {
+func (a *applier) table(c *chain.Change) (*tableState, error) {
 	ts := a.tables[c.Table]
 	if ts == nil {
 		return nil, changeErr(c, "the table has no recorded schema")
@@ -300,7 +300,7 @@ func (a *Applier) table(c *chain.Change) (*tableState, error) {
 
 // statement returns the cached statement for key (in a.keyBuf), building
 // its SQL with build on first use.
-func (a *Applier) statement(ts *tableState, count bool, build func() string) *stmt {
+func (a *applier) statement(ts *tableState, count bool, build func() string) *stmt {
 	if st, ok := ts.stmts[string(a.keyBuf)]; ok {
 		return st
 	}
@@ -312,7 +312,7 @@ func (a *Applier) statement(ts *tableState, count bool, build func() string) *st
 }
 
 // exec queues st with the parameters already appended since first.
-func (a *Applier) exec(c *chain.Change, st *stmt, first int) {
+func (a *applier) exec(c *chain.Change, st *stmt, first int) {
 	if !st.ready && !st.queued {
 		st.queued = true
 		a.queue = append(a.queue, entry{kind: entryPrepare, op: c.Op, st: st, table: c.Table, xid: c.XID, tx: c.Tx, ordinal: c.Ordinal})
@@ -322,7 +322,7 @@ func (a *Applier) exec(c *chain.Change, st *stmt, first int) {
 }
 
 // param appends one value as the next parameter.
-func (a *Applier) param(v chain.Value) {
+func (a *applier) param(v chain.Value) {
 	if v.Kind != chain.ValueText {
 		a.spans = append(a.spans, span{n: -1})
 		return
@@ -333,7 +333,7 @@ func (a *Applier) param(v chain.Value) {
 
 // setMask appends to a.keyBuf '*' when every flag is set, else '#' and a
 // bitmap of the set flags, and reports how many are set.
-func (a *Applier) setMask(flags []bool) int {
+func (a *applier) setMask(flags []bool) int {
 	n := 0
 	for _, f := range flags {
 		if f {
@@ -357,7 +357,7 @@ func (a *Applier) setMask(flags []bool) int {
 	return n
 }
 
-func (a *Applier) insert(c *chain.Change) error {
+func (a *applier) insert(c *chain.Change) error {
 	ts, err := a.table(c)
 	if err != nil {
 		return err
@@ -467,7 +467,7 @@ func growFlags(buf *[]bool, n int) []bool {
 // setFlags marks the columns an update sets: those the new image carries,
 // except identity columns GENERATED ALWAYS, which only the source's
 // sequence fills and PostgreSQL refuses to update.
-func (a *Applier) setFlags(ts *tableState, c *chain.Change) []bool {
+func (a *applier) setFlags(ts *tableState, c *chain.Change) []bool {
 	flags := growFlags(&a.setBuf, len(ts.cols))
 	for i, v := range c.New {
 		flags[i] = v.Kind != chain.ValueUnchanged && !ts.always[i]
@@ -475,7 +475,7 @@ func (a *Applier) setFlags(ts *tableState, c *chain.Change) []bool {
 	return flags
 }
 
-func (a *Applier) update(c *chain.Change) error {
+func (a *applier) update(c *chain.Change) error {
 	ts, err := a.table(c)
 	if err != nil {
 		return err
@@ -553,7 +553,7 @@ func updateSQL(ts *tableState, set []bool, key []int) string {
 	return b.String()
 }
 
-func (a *Applier) delete(c *chain.Change) error {
+func (a *applier) delete(c *chain.Change) error {
 	ts, err := a.table(c)
 	if err != nil {
 		return err
@@ -596,7 +596,7 @@ func (a *Applier) delete(c *chain.Change) error {
 
 // keylessOld checks that a change to a keyless table carries the whole old
 // row and returns which of its columns the match compares.
-func (a *Applier) keylessOld(ts *tableState, c *chain.Change) ([]bool, error) {
+func (a *applier) keylessOld(ts *tableState, c *chain.Change) ([]bool, error) {
 	if c.OldKind != 'O' {
 		return nil, changeErr(c, "table %s has no key and the change carries no whole old row (REPLICA IDENTITY FULL is needed to %s its rows)", c.Table, c.Op.String())
 	}
@@ -635,7 +635,7 @@ func matchSQL(ts *tableState, match []bool, from int) string {
 	return b.String()
 }
 
-func (a *Applier) keylessUpdate(ts *tableState, c *chain.Change) error {
+func (a *applier) keylessUpdate(ts *tableState, c *chain.Change) error {
 	match, err := a.keylessOld(ts, c)
 	if err != nil {
 		return err
@@ -678,7 +678,7 @@ func (a *Applier) keylessUpdate(ts *tableState, c *chain.Change) error {
 	return nil
 }
 
-func (a *Applier) keylessDelete(ts *tableState, c *chain.Change) error {
+func (a *applier) keylessDelete(ts *tableState, c *chain.Change) error {
 	match, err := a.keylessOld(ts, c)
 	if err != nil {
 		return err
@@ -698,7 +698,7 @@ func (a *Applier) keylessDelete(ts *tableState, c *chain.Change) error {
 	return nil
 }
 
-func (a *Applier) truncate(c *chain.Change) error {
+func (a *applier) truncate(c *chain.Change) error {
 	a.queueGroups()
 	rels := make([]string, len(c.Tables))
 	for i, name := range c.Tables {
@@ -722,7 +722,7 @@ func (a *Applier) truncate(c *chain.Change) error {
 // schema applies a table's new definition: it creates an unknown table, or
 // adds, drops and retypes columns of a known one, then tracks the new
 // definition and forgets the table's statements.
-func (a *Applier) schema(c *chain.Change) error {
+func (a *applier) schema(c *chain.Change) error {
 	def := c.Schema
 	if def == nil || def.Name == "" {
 		return changeErr(c, "schema change without a table definition")
@@ -795,7 +795,7 @@ func (a *Applier) schema(c *chain.Change) error {
 // checkedTable is the table a schema change record defines, as this
 // target builds it: its recorded texts checked and rendered again
 // (ddlcheck.PostgresTable), then stored as a native table.
-func (a *Applier) checkedTable(def *chain.Table) (*chain.Table, error) {
+func (a *applier) checkedTable(def *chain.Table) (*chain.Table, error) {
 	c, err := ddlcheck.PostgresTable(def, a.userTypes)
 	if err != nil {
 		return nil, err
@@ -807,7 +807,7 @@ func (a *Applier) checkedTable(def *chain.Table) (*chain.Table, error) {
 // or nil (no name, unknown to the chain, or not partitioned: a chain written
 // before partitioned tables were recorded knows its partitions as plain
 // tables, and they stay so).
-func (a *Applier) partitioned(name string) *tableState {
+func (a *applier) partitioned(name string) *tableState {
 	if name == "" {
 		return nil
 	}
@@ -906,7 +906,7 @@ func alterTableSQL(old, next *tableState) string {
 
 // Flush sends the queued statements in one pipelined batch and reads their
 // results. Call it before committing tx.
-func (a *Applier) Flush(ctx context.Context, tx pgx.Tx) error {
+func (a *applier) Flush(ctx context.Context, tx pgx.Tx) error {
 	if a.err != nil {
 		return a.err
 	}
@@ -939,7 +939,7 @@ const setSavepoint = "sluice_set"
 // (diagnose): the error then names the change that failed, as a statement
 // a change would. The savepoint is released after the flush, one
 // subtransaction a flush.
-func (a *Applier) sendGuarded(ctx context.Context, pc *pgconn.PgConn) error {
+func (a *applier) sendGuarded(ctx context.Context, pc *pgconn.PgConn) error {
 	sets := false
 	for i := range a.queue {
 		sets = sets || a.queue[i].rows > 0
@@ -970,7 +970,7 @@ func diagnosable(err error) bool {
 // with every set statement split into one execution a row (one-element
 // arrays), so that the first row that fails is the change the error names.
 // When no row fails, the flush has been applied after all.
-func (a *Applier) diagnose(ctx context.Context, pc *pgconn.PgConn, cause error) error {
+func (a *applier) diagnose(ctx context.Context, pc *pgconn.PgConn, cause error) error {
 	if err := pc.Exec(ctx, "ROLLBACK TO SAVEPOINT "+setSavepoint+"; RELEASE SAVEPOINT "+setSavepoint).Close(); err != nil {
 		return cause
 	}
@@ -1001,7 +1001,7 @@ func (a *Applier) diagnose(ctx context.Context, pc *pgconn.PgConn, cause error) 
 	return err
 }
 
-func (a *Applier) send(ctx context.Context, pc *pgconn.PgConn) error {
+func (a *applier) send(ctx context.Context, pc *pgconn.PgConn) error {
 	a.failedAt = -1
 	p := pc.StartPipeline(ctx)
 	for i := range a.queue {
@@ -1099,7 +1099,7 @@ func (a *Applier) send(ctx context.Context, pc *pgconn.PgConn) error {
 // Release deallocates the statements the applier prepared on conn. Call it
 // when the applier is no longer used and the connection stays open; conn
 // must not be in the middle of a query.
-func (a *Applier) Release(ctx context.Context, conn *pgx.Conn) error {
+func (a *applier) Release(ctx context.Context, conn *pgx.Conn) error {
 	if len(a.names) == 0 {
 		return nil
 	}

@@ -94,7 +94,7 @@ func BenchmarkApply(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			a := NewApplier(benchSchema())
+			a := newApplier(benchSchema())
 			for i := range recs {
 				if err := a.Apply(ctx, tx, &recs[i]); err != nil {
 					b.Fatal(err)

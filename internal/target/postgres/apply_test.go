@@ -23,7 +23,7 @@ func targetDB(t testing.TB, setup string) *pgx.Conn {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	conn, err := Connect(ctx, testenv.DSN(db))
+	conn, err := connect(ctx, testenv.DSN(db))
 	if err != nil {
 		t.Fatalf("connect: %v", err)
 	}
@@ -32,14 +32,14 @@ func targetDB(t testing.TB, setup string) *pgx.Conn {
 }
 
 // applyTx applies changes with a in one transaction and commits it.
-func applyTx(t testing.TB, conn *pgx.Conn, a *Applier, changes ...chain.Change) {
+func applyTx(t testing.TB, conn *pgx.Conn, a *applier, changes ...chain.Change) {
 	t.Helper()
 	if err := tryApply(conn, a, changes...); err != nil {
 		t.Fatal(err)
 	}
 }
 
-func tryApply(conn *pgx.Conn, a *Applier, changes ...chain.Change) error {
+func tryApply(conn *pgx.Conn, a *applier, changes ...chain.Change) error {
 	ctx := context.Background()
 	tx, err := conn.Begin(ctx)
 	if err != nil {
@@ -135,7 +135,7 @@ func itemsSchema() *chain.Schema {
 
 func TestApplyKeyed(t *testing.T) {
 	conn := targetDB(t, itemsDDL)
-	a := NewApplier(itemsSchema())
+	a := newApplier(itemsSchema())
 	const q = `SELECT id, name, note, n, twice FROM public.items ORDER BY id`
 
 	// Applying the same insert twice leaves one row; a changed re-insert
@@ -202,7 +202,7 @@ func TestApplyUniqueIndexAndIdentity(t *testing.T) {
 			Columns:    []chain.Column{{Name: "id", Type: "integer", NotNull: true, Identity: "a"}, col("v", "text")},
 			PrimaryKey: []string{"id"}},
 	}}
-	a := NewApplier(s)
+	a := newApplier(s)
 	applyTx(t, conn, a,
 		ins("public.users", tv("10"), tv("a@x"), tv("A")),
 		ins("public.users", tv("10"), tv("a@x"), tv("A2")),
@@ -220,7 +220,7 @@ func TestApplyKeyless(t *testing.T) {
 	conn := targetDB(t, `CREATE TABLE public.log (a integer, b text, j json, t timestamptz)`)
 	s := &chain.Schema{Tables: []chain.Table{{Schema: "public", Name: "log",
 		Columns: []chain.Column{col("a", "integer"), col("b", "text"), col("j", "json"), col("t", "timestamp with time zone")}}}}
-	a := NewApplier(s)
+	a := newApplier(s)
 	const q = `SELECT a, b, j, t FROM public.log ORDER BY a, b NULLS FIRST`
 	if _, err := conn.Exec(context.Background(), "SET TimeZone = 'UTC'"); err != nil {
 		t.Fatal(err)
@@ -292,7 +292,7 @@ func TestApplyValues(t *testing.T) {
 		{Schema: "public", Name: "vk", Columns: []chain.Column{col("j", "json"), col("jb", "jsonb"), col("ia", "integer[]"),
 			col("ta", "text[]"), col("s", "text"), col("f", "double precision")}},
 	}}
-	a := NewApplier(s)
+	a := newApplier(s)
 	big := "9007199254740993"
 	applyTx(t, conn, a,
 		ins("public.v", tv(big), tv(`{"a": 1,  "b": [true, null]}`), tv(`{"b": 2, "a": 1}`), tv("{1,NULL,3}"),
@@ -326,12 +326,12 @@ func TestApplyTruncate(t *testing.T) {
 		{Schema: "public", Name: "child", Columns: []chain.Column{notNull(col("id", "integer")), col("parent", "integer")}, PrimaryKey: []string{"id"}},
 		{Schema: "public", Name: "other", Columns: []chain.Column{notNull(col("id", "integer"))}, PrimaryKey: []string{"id"}},
 	}}
-	a := NewApplier(s)
+	a := newApplier(s)
 	testenvExec(t, conn, `INSERT INTO public.parent DEFAULT VALUES; INSERT INTO public.parent DEFAULT VALUES`)
 	applyTx(t, conn, a, ins("public.child", tv("1"), tv("1")), ins("public.other", tv("1")))
 
 	// Without CASCADE the referenced table cannot be truncated alone.
-	if err := tryApply(conn, NewApplier(s), chain.Change{Op: chain.OpTruncate, Tables: []string{"public.parent"}}); err == nil {
+	if err := tryApply(conn, newApplier(s), chain.Change{Op: chain.OpTruncate, Tables: []string{"public.parent"}}); err == nil {
 		t.Fatal("truncate of a referenced table without CASCADE succeeded")
 	}
 	applyTx(t, conn, a, chain.Change{Op: chain.OpTruncate, Tables: []string{"public.parent", "public.other"}, TruncateFlags: 3})
@@ -352,7 +352,7 @@ func TestApplySchemaChanges(t *testing.T) {
 	t0 := chain.Table{Schema: "public", Name: "t",
 		Columns:    []chain.Column{notNull(col("id", "integer")), col("a", "integer"), col("gone", "text")},
 		PrimaryKey: []string{"id"}}
-	a := NewApplier(&chain.Schema{Tables: []chain.Table{t0}})
+	a := newApplier(&chain.Schema{Tables: []chain.Table{t0}})
 	applyTx(t, conn, a, ins("public.t", tv("1"), tv("10"), tv("x")))
 
 	// A new table in a new schema, keyed by its primary key.
@@ -390,7 +390,7 @@ func TestHeldRowsErrorNamesChange(t *testing.T) {
 	if !replicaRole(context.Background(), conn) {
 		t.Fatal("the test's role may not set session_replication_role")
 	}
-	a := NewApplier(&chain.Schema{Tables: []chain.Table{{Schema: "public", Name: "c",
+	a := newApplier(&chain.Schema{Tables: []chain.Table{{Schema: "public", Name: "c",
 		Columns: []chain.Column{notNull(col("id", "integer")), col("v", "integer")}, PrimaryKey: []string{"id"}}}})
 	a.HoldBack(true)
 	var changes []chain.Change
@@ -413,7 +413,7 @@ func TestHeldRowsErrorNamesChange(t *testing.T) {
 // poisons the applier.
 func TestApplyErrorNamesChange(t *testing.T) {
 	conn := targetDB(t, `CREATE TABLE public.c (id integer PRIMARY KEY, v integer CHECK (v > 0))`)
-	a := NewApplier(&chain.Schema{Tables: []chain.Table{{Schema: "public", Name: "c",
+	a := newApplier(&chain.Schema{Tables: []chain.Table{{Schema: "public", Name: "c",
 		Columns: []chain.Column{notNull(col("id", "integer")), col("v", "integer")}, PrimaryKey: []string{"id"}}}})
 	c := ins("public.c", tv("1"), tv("-1"))
 	c.XID, c.Ordinal = 77, 3

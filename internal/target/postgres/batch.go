@@ -58,7 +58,7 @@ type heldRow struct {
 }
 
 // add appends one row's values of the given columns of img.
-func (a *Applier) addRow(arr *arrays, c *chain.Change, cols []int, img []chain.Value) {
+func (a *applier) addRow(arr *arrays, c *chain.Change, cols []int, img []chain.Value) {
 	arr.width = len(cols)
 	arr.rows = append(arr.rows, heldRow{first: int32(len(a.held)), xid: c.XID, tx: c.Tx, ordinal: c.Ordinal})
 	for _, i := range cols {
@@ -99,7 +99,7 @@ var batching = true
 // (its inserts) or one whose only unique index is its key (on a table with
 // another, reordering two rows could make them collide on it), whose
 // columns are no arrays (unnest would flatten them).
-func (a *Applier) batchable(ts *tableState) bool {
+func (a *applier) batchable(ts *tableState) bool {
 	if !batching || !a.holdBack {
 		return false
 	}
@@ -123,7 +123,7 @@ func (a *Applier) batchable(ts *tableState) bool {
 // statements, out of the source's order across rows (never within one).
 // Call it only on a session that fires no triggers or foreign keys
 // (session_replication_role = replica): they would see the reordering.
-func (a *Applier) HoldBack(on bool) { a.holdBack = on }
+func (a *applier) HoldBack(on bool) { a.holdBack = on }
 
 // uniqueIndexes counts t's unique indexes, its primary key included.
 func uniqueIndexes(t *chain.Table) int {
@@ -140,7 +140,7 @@ func uniqueIndexes(t *chain.Table) int {
 }
 
 // groupOf returns ts's group, making it when missing.
-func (a *Applier) groupOf(ts *tableState) *group {
+func (a *applier) groupOf(ts *tableState) *group {
 	for _, g := range a.groups {
 		if g.ts == ts {
 			return g
@@ -152,7 +152,7 @@ func (a *Applier) groupOf(ts *tableState) *group {
 }
 
 // holding reports whether ts's group holds the row of key k.
-func (a *Applier) holding(ts *tableState, k string) bool {
+func (a *applier) holding(ts *tableState, k string) bool {
 	for _, g := range a.groups {
 		if g.ts == ts {
 			_, ok := g.keys[k]
@@ -164,7 +164,7 @@ func (a *Applier) holding(ts *tableState, k string) bool {
 
 // hold adds an insert ('I'), a delete ('D') or a key-keeping update ('U',
 // setting the flagged columns) to ts's group.
-func (a *Applier) hold(ts *tableState, c *chain.Change, kind byte, img []chain.Value, set []bool) {
+func (a *applier) hold(ts *tableState, c *chain.Change, kind byte, img []chain.Value, set []bool) {
 	k := ""
 	if len(ts.keys) == 1 {
 		k = chain.KeyText(ts.keys[0], img)
@@ -213,7 +213,7 @@ func (a *Applier) hold(ts *tableState, c *chain.Change, kind byte, img []chain.V
 }
 
 // queueTable queues ts's held changes, if any.
-func (a *Applier) queueTable(ts *tableState) {
+func (a *applier) queueTable(ts *tableState) {
 	for _, g := range a.groups {
 		if g.ts == ts {
 			a.queueGroup(g)
@@ -223,7 +223,7 @@ func (a *Applier) queueTable(ts *tableState) {
 
 // queueGroups queues every group's held changes, in the order the groups
 // were made.
-func (a *Applier) queueGroups() {
+func (a *applier) queueGroups() {
 	for _, g := range a.groups {
 		a.queueGroup(g)
 	}
@@ -232,7 +232,7 @@ func (a *Applier) queueGroups() {
 
 // queueGroup queues a group's deletes, updates and inserts as one set
 // statement each and empties it.
-func (a *Applier) queueGroup(g *group) {
+func (a *applier) queueGroup(g *group) {
 	ts := g.ts
 	if len(g.deletes.rows) > 0 {
 		a.queueSet(ts, ts.setSQL("d", func() string { return deleteSetSQL(ts) }), true, &g.deletes, chain.OpDelete)
@@ -268,7 +268,7 @@ func (ts *tableState) setSQL(shape string, build func() string) string {
 // queueSet queues the set statement text over the rows of arr, one array
 // parameter a column; count says it updates or deletes rows that should
 // exist.
-func (a *Applier) queueSet(ts *tableState, text string, count bool, arr *arrays, op chain.Op) {
+func (a *applier) queueSet(ts *tableState, text string, count bool, arr *arrays, op chain.Op) {
 	first := arr.rows[0]
 	rows := slices.Clone(arr.rows)
 	e := entry{kind: entryParams, op: op, sql: text, count: count, table: ts.def.QualifiedName(), xid: first.xid, tx: first.tx, ordinal: first.ordinal,
@@ -280,7 +280,7 @@ func (a *Applier) queueSet(ts *tableState, text string, count bool, arr *arrays,
 
 // arrayParams appends, for held rows of width values, one array literal a
 // column to the arena as the next parameters, and returns where they are.
-func (a *Applier) arrayParams(rows []heldRow, width int) (first, n int32) {
+func (a *applier) arrayParams(rows []heldRow, width int) (first, n int32) {
 	first = int32(len(a.spans))
 	for j := 0; j < width; j++ {
 		start := len(a.arena)
@@ -304,7 +304,7 @@ func (a *Applier) arrayParams(rows []heldRow, width int) (first, n int32) {
 
 // forgetGroup drops the group of the table of that qualified name (its
 // definition changed; the group was queued before).
-func (a *Applier) forgetGroup(name string) {
+func (a *applier) forgetGroup(name string) {
 	for i, g := range a.groups {
 		if g.ts.def.QualifiedName() == name {
 			a.groups = append(a.groups[:i], a.groups[i+1:]...)
@@ -370,7 +370,7 @@ func updateSetSQL(ts *tableState, set []int) string {
 
 // queueHeld queues ts's group when it holds the row an update names by
 // its old key (img) or moves to by its new one.
-func (a *Applier) queueHeld(ts *tableState, img, next []chain.Value) {
+func (a *applier) queueHeld(ts *tableState, img, next []chain.Value) {
 	if len(ts.keys) != 1 {
 		return
 	}

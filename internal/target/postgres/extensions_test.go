@@ -17,7 +17,7 @@ func TestMissingExtensionRefusedBeforeTheDrop(t *testing.T) {
 	db := testenv.CreateDB(t, "noext")
 	testenv.Exec(t, db, `CREATE TABLE public.keep (id int PRIMARY KEY); INSERT INTO public.keep VALUES (1)`)
 	ctx := context.Background()
-	conn, err := Connect(ctx, testenv.DSN(db))
+	conn, err := connect(ctx, testenv.DSN(db))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,8 +28,8 @@ func TestMissingExtensionRefusedBeforeTheDrop(t *testing.T) {
 		Schemas:    []string{"public"},
 	}
 	for name, check := range map[string]func() error{
-		"restore":    func() error { return Prepare(ctx, conn, s, true) },
-		"cold start": func() error { return JudgeColdStart(ctx, conn, s) },
+		"restore":    func() error { return prepare(ctx, conn, s, true) },
+		"cold start": func() error { return judgeColdStart(ctx, conn, s) },
 	} {
 		err := check()
 		e, ok := errcode.As(err)

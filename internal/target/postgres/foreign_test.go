@@ -92,13 +92,13 @@ func TestForeignTableRestoreAndRetype(t *testing.T) {
 	s := &chain.Schema{Schemas: []string{"shop"}, Tables: []chain.Table{tb}}
 	ch := chaintest.Store(t)
 	td := chaintest.WriteFullText(t, ch, &tb, 2, chaintest.MySQLKindsRows)
-	if err := Prepare(ctx, conn, s, false); err != nil {
+	if err := prepare(ctx, conn, s, false); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := LoadTable(ctx, conn, ch, s, td, nil); err != nil {
+	if _, err := loadTable(ctx, conn, ch, s, td, nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := Finish(ctx, conn, s); err != nil {
+	if err := finish(ctx, conn, s); err != nil {
 		t.Fatal(err)
 	}
 	types := `SELECT a.attname, format_type(a.atttypid, a.atttypmod) FROM pg_attribute a
@@ -113,7 +113,7 @@ func TestForeignTableRestoreAndRetype(t *testing.T) {
 	next.Columns = slices.Clone(tb.Columns)
 	next.Columns[4] = chaintest.MySQLColumn("siu", "int(10) unsigned", chaintest.KindUInt)
 	next.Columns = append(next.Columns, chaintest.MySQLColumn("extra", "mediumint(8) unsigned", chaintest.KindUMediumint))
-	a := NewApplier(s)
+	a := newApplier(s)
 	a.HoldBack(true)
 	key := func(id string) []chain.Value {
 		v := make([]string, len(next.Columns))
@@ -158,7 +158,7 @@ func TestForeignTableRestoreAndRetype(t *testing.T) {
 // this target stores the table, so its set statements cast to PostgreSQL
 // types, never to the source's (bigint(20)[] is not SQL).
 func TestTrackedForeignSchemaChangeIsNative(t *testing.T) {
-	a := NewApplier(nil)
+	a := newApplier(nil)
 	tb := chaintest.MySQLKindsTable()
 	a.Track(&chain.Change{Op: chain.OpSchema, Table: tb.QualifiedName(), Schema: &tb})
 	ts := a.tables[tb.QualifiedName()]

@@ -12,18 +12,18 @@ import (
 	"github.com/sluicehq/sluice/internal/target"
 )
 
-// Judgment is what the broker learned about an incremental (target.Judgment).
-type Judgment = target.Judgment
+// judgment is what the broker learned about an incremental (target.judgment).
+type judgment = target.Judgment
 
-// JudgeIncremental decides, before anything of m is applied, whether its
+// judgeIncremental decides, before anything of m is applied, whether its
 // replay into the target can be exactly-once, by the rules of target.Judge:
 // the live table's side is the ON CONFLICT arbiter the applier picks,
 // primary key first, which must be made of columns the rows supply (a view,
 // foreign table or materialized view under the name is refused).
-func JudgeIncremental(ctx context.Context, conn *pgx.Conn, ch *chain.Chain, m *chain.Manifest, schema *chain.Schema, sel *target.Selection) (Judgment, error) {
+func judgeIncremental(ctx context.Context, conn *pgx.Conn, ch *chain.Chain, m *chain.Manifest, schema *chain.Schema, sel *target.Selection) (judgment, error) {
 	checked, err := checkedSchema(schema)
 	if err != nil {
-		return Judgment{}, err
+		return judgment{}, err
 	}
 	return target.Judge(ctx, ch, m, checked, sel, keyProbe{conn: conn})
 }
@@ -180,15 +180,15 @@ func targetKey(ctx context.Context, conn *pgx.Conn, name string, def *chain.Tabl
 	return f, nil
 }
 
-// JudgeColdStart runs, before a --reset-target-data cold start drops
+// judgeColdStart runs, before a --reset-target-data cold start drops
 // anything, the judgments that concern the target itself: no view, foreign
 // table or materialized view may stand under a chain table's name (the
 // restore would drop it), and the role must be able to use the marks table.
 // The restore's incrementals apply each in one transaction, so they need no
 // per-table key judgment.
-func JudgeColdStart(ctx context.Context, conn *pgx.Conn, schema *chain.Schema) error {
+func judgeColdStart(ctx context.Context, conn *pgx.Conn, schema *chain.Schema) error {
 	if schema != nil {
-		if err := CheckExtensions(ctx, conn, schema); err != nil {
+		if err := checkExtensions(ctx, conn, schema); err != nil {
 			return err
 		}
 	}

@@ -13,14 +13,14 @@ import (
 	"github.com/sluicehq/sluice/internal/target"
 )
 
-// LoadProgress is called after each chunk a table load has sent.
-type LoadProgress = target.LoadProgress
+// loadProgress is called after each chunk a table load has sent.
+type loadProgress = target.LoadProgress
 
-// LoadTable recreates one table and fills it from its chunks in a single
+// loadTable recreates one table and fills it from its chunks in a single
 // transaction: drop, create (with owned sequences and CHECK constraints),
 // COPY, primary key, indexes, sequence values. A retried load therefore
 // starts from scratch and never doubles a row. It returns the rows loaded.
-func LoadTable(ctx context.Context, conn *pgx.Conn, ch *chain.Chain, s *chain.Schema, td chain.TableData, progress LoadProgress) (int64, error) {
+func loadTable(ctx context.Context, conn *pgx.Conn, ch *chain.Chain, s *chain.Schema, td chain.TableData, progress loadProgress) (int64, error) {
 	noteForeign(s.Table(td.Table))
 	s, err := checkedSchema(s)
 	if err != nil {
@@ -175,7 +175,7 @@ func finishTableSQL(s *chain.Schema, t *chain.Table) []string {
 // copyChunks streams a table's chunks into COPY FROM STDIN (FORMAT binary).
 // Columns recorded as text are first loaded into a staging table of text
 // columns, then cast into the real table by PostgreSQL's own input functions.
-func copyChunks(ctx context.Context, tx pgx.Tx, ch *chain.Chain, t *chain.Table, td chain.TableData, progress LoadProgress) (int64, error) {
+func copyChunks(ctx context.Context, tx pgx.Tx, ch *chain.Chain, t *chain.Table, td chain.TableData, progress loadProgress) (int64, error) {
 	cols := suppliedColumns(t)
 	names := make([]string, len(cols))
 	staged := false
@@ -241,7 +241,7 @@ type chunkStream struct {
 	stage    int // 0 header, 1 bodies, 2 trailer, 3 done
 	rows     int64
 	err      error
-	progress LoadProgress
+	progress loadProgress
 	td       chain.TableData
 }
 
@@ -251,7 +251,7 @@ type fetchedChunk struct {
 	rows int64
 }
 
-func newChunkStream(ctx context.Context, ch *chain.Chain, td chain.TableData, ncols int, progress LoadProgress) *chunkStream {
+func newChunkStream(ctx context.Context, ch *chain.Chain, td chain.TableData, ncols int, progress loadProgress) *chunkStream {
 	ctx, cancel := context.WithCancel(ctx)
 	s := &chunkStream{ctx: ctx, cancel: cancel, bodies: make(chan fetchedChunk, 2), errs: make(chan error, 1), progress: progress, td: td}
 	go func() {

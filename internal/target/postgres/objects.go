@@ -17,7 +17,7 @@ import (
 
 // ApplyObjects implements target.Target on the control connection.
 func (t *Target) ApplyObjects(ctx context.Context, from, to []chain.Object, o target.ObjectOptions) (target.ObjectResult, error) {
-	return ApplyObjects(ctx, t.conn, from, to, o)
+	return applyObjects(ctx, t.conn, from, to, o)
 }
 
 // objectPrefixes are the statements each kind's recorded definition may
@@ -46,8 +46,8 @@ var inventoried = map[chain.ObjectKind]bool{
 	chain.ObjectTrigger: true, chain.ObjectRule: true, chain.ObjectPolicy: true,
 }
 
-// ApplyObjects moves the target's recorded schema objects from the set
-// from to the set to (target.Target.ApplyObjects), in one transaction:
+// applyObjects moves the target's recorded schema objects from the set
+// from to the set to (target.Target.applyObjects), in one transaction:
 // objects only in from are dropped (IF EXISTS, in reverse order), then the
 // objects of to are created in their recorded order, those whose
 // definition changed replaced (CREATE OR REPLACE where PostgreSQL has it,
@@ -61,7 +61,7 @@ var inventoried = map[chain.ObjectKind]bool{
 // skipped with the server's reason; a grant or policy naming a role the
 // target lacks refuses the whole step (errcode.ObjectRoleMissing) unless
 // o.SkipMissingRoles.
-func ApplyObjects(ctx context.Context, conn *pgx.Conn, from, to []chain.Object, o target.ObjectOptions) (target.ObjectResult, error) {
+func applyObjects(ctx context.Context, conn *pgx.Conn, from, to []chain.Object, o target.ObjectOptions) (target.ObjectResult, error) {
 	var r target.ObjectResult
 	views := map[string]bool{}
 	for _, obj := range to {

@@ -45,7 +45,7 @@ func TestApplyObjectsMovesAndConverges(t *testing.T) {
 	comment := chain.Object{Kind: chain.ObjectComment, Schema: "public", Name: "TABLE public.t", Table: "public.t",
 		Definition: "COMMENT ON TABLE public.t IS 'it''s t'"}
 	v1 := []chain.Object{fn, viewObject("a", "SELECT id, v FROM public.t"), viewObject("b", "SELECT v FROM public.a"), comment, grant}
-	r, err := ApplyObjects(ctx, conn, nil, v1, target.ObjectOptions{})
+	r, err := applyObjects(ctx, conn, nil, v1, target.ObjectOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +56,7 @@ func TestApplyObjectsMovesAndConverges(t *testing.T) {
 	// the function, the grant and the comment are gone, c is new.
 	v2 := []chain.Object{viewObject("a", "SELECT id FROM public.t"), viewObject("b", "SELECT id FROM public.a"), viewObject("c", "SELECT w FROM public.t")}
 	for range 2 {
-		r, err = ApplyObjects(ctx, conn, v1, v2, target.ObjectOptions{})
+		r, err = applyObjects(ctx, conn, v1, v2, target.ObjectOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -80,7 +80,7 @@ func TestApplyObjectsMovesAndConverges(t *testing.T) {
 		{Kind: chain.ObjectView, Schema: "public", Name: "e", Definition: "DROP TABLE public.t"},
 		{Kind: chain.ObjectComment, Schema: "public", Name: "x", Definition: "COMMENT ON TABLE public.t IS 'x'; DROP TABLE public.t"},
 	}
-	r, err = ApplyObjects(ctx, conn, nil, bad, target.ObjectOptions{})
+	r, err = applyObjects(ctx, conn, nil, bad, target.ObjectOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,12 +95,12 @@ func TestApplyObjectsMovesAndConverges(t *testing.T) {
 	gone := grant
 	gone.Name, gone.Roles = "sluice_no_such_role", []string{"sluice_no_such_role"}
 	gone.Definition = `GRANT SELECT ON TABLE "public"."t" TO "sluice_no_such_role"`
-	_, err = ApplyObjects(ctx, conn, nil, []chain.Object{gone, fn}, target.ObjectOptions{})
+	_, err = applyObjects(ctx, conn, nil, []chain.Object{gone, fn}, target.ObjectOptions{})
 	var ce *errcode.Error
 	if !errors.As(err, &ce) || ce.Code != errcode.ObjectRoleMissing || !strings.Contains(err.Error(), "sluice_no_such_role") {
 		t.Errorf("a grant to a missing role: %v; want %s", err, errcode.ObjectRoleMissing)
 	}
-	r, err = ApplyObjects(ctx, conn, nil, []chain.Object{gone, fn}, target.ObjectOptions{SkipMissingRoles: true})
+	r, err = applyObjects(ctx, conn, nil, []chain.Object{gone, fn}, target.ObjectOptions{SkipMissingRoles: true})
 	if err != nil || len(r.Skipped) != 1 || !strings.Contains(r.Skipped[0], "role sluice_no_such_role does not exist") || r.Created[chain.ObjectFunction] != 1 {
 		t.Errorf("with SkipMissingRoles: %+v, %v", r, err)
 	}

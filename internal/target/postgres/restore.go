@@ -18,11 +18,11 @@ import (
 	"github.com/sluicehq/sluice/internal/pgerr"
 )
 
-// Connect opens a target connection with an empty search_path, so the
+// connect opens a target connection with an empty search_path, so the
 // schema-qualified names recorded in the chain resolve exactly, and with
 // the chain's text settings, so the target reads values as the source
 // printed them whatever its own configuration.
-func Connect(ctx context.Context, dsn string) (*pgx.Conn, error) {
+func connect(ctx context.Context, dsn string) (*pgx.Conn, error) {
 	cfg, err := pgx.ParseConfig(dsn)
 	if err != nil {
 		return nil, errcode.Wrap(errcode.ConfigInvalid, errors.New(credentials.Redact(err.Error())), "target DSN %s", credentials.Redact(dsn))
@@ -49,16 +49,16 @@ func ident(parts ...string) string { return pgx.Identifier(parts).Sanitize() }
 
 func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
 
-// Prepare readies the target for the tables of a schema: it refuses when a
+// prepare readies the target for the tables of a schema: it refuses when a
 // table the restore would write already holds rows (unless replace, which
 // drops them), and creates schemas, extensions, enums and sequences that no
 // table owns. Tables themselves are created by LoadTable.
-func Prepare(ctx context.Context, conn *pgx.Conn, s *chain.Schema, replace bool) error {
+func prepare(ctx context.Context, conn *pgx.Conn, s *chain.Schema, replace bool) error {
 	s, err := checkedSchema(s)
 	if err != nil {
 		return err
 	}
-	if err := CheckExtensions(ctx, conn, s); err != nil {
+	if err := checkExtensions(ctx, conn, s); err != nil {
 		return err
 	}
 	var busy []string
@@ -227,10 +227,10 @@ func finishPartitions(ctx context.Context, conn *pgx.Conn, s *chain.Schema) erro
 	return nil
 }
 
-// CheckExtensions refuses, before anything is dropped or created, a target
+// checkExtensions refuses, before anything is dropped or created, a target
 // on which an extension the schema records is neither installed nor
 // available to install.
-func CheckExtensions(ctx context.Context, conn *pgx.Conn, s *chain.Schema) error {
+func checkExtensions(ctx context.Context, conn *pgx.Conn, s *chain.Schema) error {
 	if len(s.Extensions) == 0 {
 		return nil
 	}
@@ -289,9 +289,9 @@ func createSequenceSQL(q chain.Sequence) string {
 		ident(q.Schema, q.Name), q.DataType, q.Increment, q.Min, q.Max, q.Start, q.Cache, cycle)
 }
 
-// Finish adds the foreign keys (every table exists by now) and sets the
+// finish adds the foreign keys (every table exists by now) and sets the
 // values of sequences no table owns.
-func Finish(ctx context.Context, conn *pgx.Conn, s *chain.Schema) error {
+func finish(ctx context.Context, conn *pgx.Conn, s *chain.Schema) error {
 	s, err := checkedSchema(s)
 	if err != nil {
 		return err

@@ -12,10 +12,10 @@ import (
 
 // RaiseSequences is RaiseSequences on the control connection.
 func (t *Target) RaiseSequences(ctx context.Context, s *chain.Schema, values map[string]int64, margin int64, sel *target.Selection) (target.SequenceResult, error) {
-	return RaiseSequences(ctx, t.conn, s, values, margin, sel)
+	return raiseSequences(ctx, t.conn, s, values, margin, sel)
 }
 
-// RaiseSequences moves each recorded counter's sequence on the target up to
+// raiseSequences moves each recorded counter's sequence on the target up to
 // the recorded value (the highest the source handed out) moved margin
 // further in the sequence's direction, so the target's next value comes
 // after it; a sequence already there or past it is left as it is. A recorded PostgreSQL sequence is the target's sequence of the
@@ -24,7 +24,7 @@ func (t *Target) RaiseSequences(ctx context.Context, s *chain.Schema, values map
 // AUTO_INCREMENT) moves the one sequence the target's table owns, when an
 // operator gave it one: the target creates a MySQL-family table's integer
 // key as a plain column. What has no sequence on the target is skipped.
-func RaiseSequences(ctx context.Context, conn *pgx.Conn, s *chain.Schema, values map[string]int64, margin int64, sel *target.Selection) (target.SequenceResult, error) {
+func raiseSequences(ctx context.Context, conn *pgx.Conn, s *chain.Schema, values map[string]int64, margin int64, sel *target.Selection) (target.SequenceResult, error) {
 	var res target.SequenceResult
 	for _, c := range target.Counters(s, values, sel) {
 		var seq string

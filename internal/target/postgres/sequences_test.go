@@ -33,7 +33,7 @@ func TestRaiseSequences(t *testing.T) {
 	}
 	values := map[string]int64{"public.s_id_seq": 3000, "public.i_id_seq": 7, "public.ahead": 20, "public.down": -40,
 		"public.gone": 5, "shop.orders": 99, "shop.plain": 4, "public.unknown": 1}
-	res, err := RaiseSequences(ctx, conn, s, values, 0, nil)
+	res, err := raiseSequences(ctx, conn, s, values, 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +64,7 @@ func TestRaiseSequences(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err = RaiseSequences(ctx, conn, s, map[string]int64{"public.s_id_seq": 10, "public.i_id_seq": 50}, 0, sel)
+	res, err = raiseSequences(ctx, conn, s, map[string]int64{"public.s_id_seq": 10, "public.i_id_seq": 50}, 0, sel)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +80,7 @@ func TestRaiseSequences(t *testing.T) {
 
 	// A cutover's margin, in each sequence's direction; one the sequence's
 	// range cannot hold is skipped, and the value alone is not taken then.
-	res, err = RaiseSequences(ctx, conn, s, map[string]int64{"public.s_id_seq": 3000, "public.down": -40, "public.i_id_seq": 900}, 100, nil)
+	res, err = raiseSequences(ctx, conn, s, map[string]int64{"public.s_id_seq": 3000, "public.down": -40, "public.i_id_seq": 900}, 100, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +92,7 @@ func TestRaiseSequences(t *testing.T) {
 			t.Errorf("nextval(%s) = %d after a margin, want %d", seq, got, want)
 		}
 	}
-	res, err = RaiseSequences(ctx, conn, s, map[string]int64{"public.down": -40}, 2000, nil)
+	res, err = raiseSequences(ctx, conn, s, map[string]int64{"public.down": -40}, 2000, nil)
 	if err != nil || len(res.Raised) != 0 || len(res.Skipped) != 1 {
 		t.Errorf("a margin past the range: %+v, %v; want it skipped", res, err)
 	}

@@ -20,12 +20,12 @@ const (
 	marksTable = "public.sluice_cdc_apply_marks"
 )
 
-// EnsureControlTables creates the broker's position and marks tables when
+// ensureControlTables creates the broker's position and marks tables when
 // they are missing. A marks table of the first layout (marks keyed by XID
 // and commit LSN only) is kept as it is: it serves PostgreSQL sources as
 // ever, and gains a transaction ID column only when a change named by an
 // opaque ID is marked (upgradeMarks).
-func EnsureControlTables(ctx context.Context, conn *pgx.Conn) error {
+func ensureControlTables(ctx context.Context, conn *pgx.Conn) error {
 	// One statement a call, as every statement the target sends
 	// (docs/security.md).
 	for _, stmt := range []string{`
@@ -92,16 +92,16 @@ func marksErr(err error, what string) error {
 	return classify(err, what)
 }
 
-// StateRow is a stream's stored position as it is, before decoding.
-type StateRow struct {
+// stateRow is a stream's stored position as it is, before decoding.
+type stateRow struct {
 	Token, Checksum string
 }
 
-// ReadState returns the stream's stored row; ok is false when there is none.
-func ReadState(ctx context.Context, q interface {
+// readState returns the stream's stored row; ok is false when there is none.
+func readState(ctx context.Context, q interface {
 	QueryRow(context.Context, string, ...any) pgx.Row
-}, stream string) (StateRow, bool, error) {
-	var r StateRow
+}, stream string) (stateRow, bool, error) {
+	var r stateRow
 	err := q.QueryRow(ctx, `SELECT token, checksum FROM `+stateTable+` WHERE stream_id = $1`, stream).Scan(&r.Token, &r.Checksum)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return r, false, nil
@@ -112,21 +112,21 @@ func ReadState(ctx context.Context, q interface {
 	return r, true, nil
 }
 
-// ReadStateIfAny is ReadState on a target that may not have the control
+// readStateIfAny is ReadState on a target that may not have the control
 // tables yet (then there is no row).
-func ReadStateIfAny(ctx context.Context, conn *pgx.Conn, stream string) (StateRow, bool, error) {
+func readStateIfAny(ctx context.Context, conn *pgx.Conn, stream string) (stateRow, bool, error) {
 	var exists bool
 	if err := conn.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, stateTable).Scan(&exists); err != nil {
-		return StateRow{}, false, classify(err, "look up "+stateTable)
+		return stateRow{}, false, classify(err, "look up "+stateTable)
 	}
 	if !exists {
-		return StateRow{}, false, nil
+		return stateRow{}, false, nil
 	}
-	return ReadState(ctx, conn, stream)
+	return readState(ctx, conn, stream)
 }
 
-// WriteState stores a token for its stream (insert or replace) in tx.
-func WriteState(ctx context.Context, tx pgx.Tx, t apply.Token) error {
+// writeState stores a token for its stream (insert or replace) in tx.
+func writeState(ctx context.Context, tx pgx.Tx, t apply.Token) error {
 	row, err := apply.Row(t)
 	if err != nil {
 		return err
@@ -144,8 +144,8 @@ func writeRow(ctx context.Context, tx pgx.Tx, stream string, row target.StateRow
 	return nil
 }
 
-// ClearStream deletes a stream's position and all its marks in tx.
-func ClearStream(ctx context.Context, tx pgx.Tx, stream string) error {
+// clearStream deletes a stream's position and all its marks in tx.
+func clearStream(ctx context.Context, tx pgx.Tx, stream string) error {
 	if _, err := tx.Exec(ctx, `DELETE FROM `+stateTable+` WHERE stream_id = $1`, stream); err != nil {
 		return classify(err, "clear "+stateTable)
 	}
@@ -173,10 +173,10 @@ func lockRow(ctx context.Context, tx pgx.Tx, stream string, forUpdate bool) (tar
 	return row, nil
 }
 
-// LockOwned locks the stream's position row in tx (share or update) and
+// lockOwned locks the stream's position row in tx (share or update) and
 // checks that owner still holds the lease: a run whose lease was taken over
 // is a zombie, and its transaction must not commit.
-func LockOwned(ctx context.Context, tx pgx.Tx, stream, owner string, forUpdate bool) (apply.Token, error) {
+func lockOwned(ctx context.Context, tx pgx.Tx, stream, owner string, forUpdate bool) (apply.Token, error) {
 	row, err := lockRow(ctx, tx, stream, forUpdate)
 	if err != nil {
 		return apply.Token{}, err
@@ -187,8 +187,8 @@ func LockOwned(ctx context.Context, tx pgx.Tx, stream, owner string, forUpdate b
 	return apply.Decode(row.Token, row.Checksum)
 }
 
-// ReadMarks loads every mark of a stream.
-func ReadMarks(ctx context.Context, conn *pgx.Conn, stream string) (apply.Marks, error) {
+// readAllMarks loads every mark of a stream.
+func readAllMarks(ctx context.Context, conn *pgx.Conn, stream string) (apply.Marks, error) {
 	return apply.ReadMarks(ctx, stateStore{conn: conn}, stream)
 }
 
@@ -300,20 +300,20 @@ func intArrayLiteral(v []uint32) string {
 	return string(append(b, '}'))
 }
 
-// PruneMarks deletes a stream's marks of links other than keep: the
+// pruneMarks deletes a stream's marks of links other than keep: the
 // position covers them, and marks of the newest applied incremental stay to
 // catch a transaction delivered again at the start of the next one.
-func PruneMarks(ctx context.Context, tx pgx.Tx, stream string, keep ...string) error {
+func pruneMarks(ctx context.Context, tx pgx.Tx, stream string, keep ...string) error {
 	if _, err := tx.Exec(ctx, `DELETE FROM `+marksTable+` WHERE stream_id = $1 AND NOT (link_id = ANY($2))`, stream, keep); err != nil {
 		return marksErr(err, "prune "+marksTable)
 	}
 	return nil
 }
 
-// ClaimStream gives the stream's lease to owner: from its commit on, every
+// claimStream gives the stream's lease to owner: from its commit on, every
 // apply transaction of any other run fails its lease check and rolls back.
-func ClaimStream(ctx context.Context, dsn, stream, owner string) error {
-	conn, err := Connect(ctx, dsn)
+func claimStream(ctx context.Context, dsn, stream, owner string) error {
+	conn, err := connect(ctx, dsn)
 	if err != nil {
 		return err
 	}

@@ -16,37 +16,37 @@ func TestZombieRunIsFenced(t *testing.T) {
 	db := testenv.CreateDB(t, "fence")
 	ctx := context.Background()
 	dsn := testenv.DSN(db)
-	conn, err := Connect(ctx, dsn)
+	conn, err := connect(ctx, dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close(ctx)
-	if err := EnsureControlTables(ctx, conn); err != nil {
+	if err := ensureControlTables(ctx, conn); err != nil {
 		t.Fatal(err)
 	}
 	tx, _ := conn.Begin(ctx)
-	if err := WriteState(ctx, tx, apply.Token{Engine: apply.EngineBroker, Stream: "s", ChainID: "c", LastApplied: "l1"}); err != nil {
+	if err := writeState(ctx, tx, apply.Token{Engine: apply.EngineBroker, Stream: "s", ChainID: "c", LastApplied: "l1"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := ClaimStream(ctx, dsn, "s", "old-run"); err != nil {
+	if err := claimStream(ctx, dsn, "s", "old-run"); err != nil {
 		t.Fatal(err)
 	}
 	tx, _ = conn.Begin(ctx)
-	if _, err := LockOwned(ctx, tx, "s", "old-run", false); err != nil {
+	if _, err := lockOwned(ctx, tx, "s", "old-run", false); err != nil {
 		t.Fatalf("the owner must pass its own lease check: %v", err)
 	}
 	_ = tx.Rollback(ctx)
 
 	// A new run claims the stream; the old one is now a zombie.
-	if err := ClaimStream(ctx, dsn, "s", "new-run"); err != nil {
+	if err := claimStream(ctx, dsn, "s", "new-run"); err != nil {
 		t.Fatal(err)
 	}
 	tx, _ = conn.Begin(ctx)
 	defer tx.Rollback(ctx)
-	_, err = LockOwned(ctx, tx, "s", "old-run", true)
+	_, err = lockOwned(ctx, tx, "s", "old-run", true)
 	if !errcode.Is(err, errcode.BrokerFenced) {
 		t.Fatalf("want %s for the zombie, got %v", errcode.BrokerFenced, err)
 	}
@@ -55,12 +55,12 @@ func TestZombieRunIsFenced(t *testing.T) {
 func TestMarkRangesRoundTrip(t *testing.T) {
 	db := testenv.CreateDB(t, "marks")
 	ctx := context.Background()
-	conn, err := Connect(ctx, testenv.DSN(db))
+	conn, err := connect(ctx, testenv.DSN(db))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close(ctx)
-	if err := EnsureControlTables(ctx, conn); err != nil {
+	if err := ensureControlTables(ctx, conn); err != nil {
 		t.Fatal(err)
 	}
 	var b target.MarkBatch
@@ -75,7 +75,7 @@ func TestMarkRangesRoundTrip(t *testing.T) {
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
-	m, err := ReadMarks(ctx, conn, "s")
+	m, err := readAllMarks(ctx, conn, "s")
 	if err != nil {
 		t.Fatal(err)
 	}

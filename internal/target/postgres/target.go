@@ -47,7 +47,7 @@ func open(ctx context.Context, dsn string, _ map[string]string) (target.Target, 
 
 // Open connects to a PostgreSQL target (see Connect).
 func Open(ctx context.Context, dsn string) (*Target, error) {
-	conn, err := Connect(ctx, dsn)
+	conn, err := connect(ctx, dsn)
 	if err != nil {
 		return nil, err
 	}
@@ -59,25 +59,25 @@ func (t *Target) Conn() *pgx.Conn { return t.conn }
 
 // Prepare is Prepare on the control connection.
 func (t *Target) Prepare(ctx context.Context, s *chain.Schema, replace bool) error {
-	return Prepare(ctx, t.conn, s, replace)
+	return prepare(ctx, t.conn, s, replace)
 }
 
 // LoadTable is LoadTable on the control connection.
 func (t *Target) LoadTable(ctx context.Context, ch *chain.Chain, s *chain.Schema, td chain.TableData, progress target.LoadProgress) (int64, error) {
-	return LoadTable(ctx, t.conn, ch, s, td, progress)
+	return loadTable(ctx, t.conn, ch, s, td, progress)
 }
 
 // Finish is Finish on the control connection.
-func (t *Target) Finish(ctx context.Context, s *chain.Schema) error { return Finish(ctx, t.conn, s) }
+func (t *Target) Finish(ctx context.Context, s *chain.Schema) error { return finish(ctx, t.conn, s) }
 
 // JudgeIncremental is JudgeIncremental on the control connection.
 func (t *Target) JudgeIncremental(ctx context.Context, ch *chain.Chain, m *chain.Manifest, schema *chain.Schema, sel *target.Selection) (target.Judgment, error) {
-	return JudgeIncremental(ctx, t.conn, ch, m, schema, sel)
+	return judgeIncremental(ctx, t.conn, ch, m, schema, sel)
 }
 
 // JudgeColdStart is JudgeColdStart on the control connection.
 func (t *Target) JudgeColdStart(ctx context.Context, schema *chain.Schema) error {
-	return JudgeColdStart(ctx, t.conn, schema)
+	return judgeColdStart(ctx, t.conn, schema)
 }
 
 // State keeps positions and marks through the control connection.
@@ -92,12 +92,12 @@ func (t *Target) Close(ctx context.Context) error { return t.conn.Close(ctx) }
 // OpenLane opens a lane on a connection of its own that applies like
 // PostgreSQL's own subscriber (see replicaRole).
 func (t *Target) OpenLane(ctx context.Context, cfg target.LaneConfig) (target.Lane, error) {
-	conn, err := Connect(ctx, t.dsn)
+	conn, err := connect(ctx, t.dsn)
 	if err != nil {
 		return nil, err
 	}
 	warnSuperuser(conn.PgConn())
-	a := NewApplier(cfg.Schema)
+	a := newApplier(cfg.Schema)
 	if a.err != nil {
 		// A broker starting cold applies from the chain's recorded
 		// schema: refused, like a restore's, when its text does not pass.
@@ -128,20 +128,20 @@ func replicaRole(ctx context.Context, conn *pgx.Conn) (replica bool) {
 type stateStore struct{ conn *pgx.Conn }
 
 func (s stateStore) EnsureControlTables(ctx context.Context) error {
-	if err := EnsureControlTables(ctx, s.conn); err != nil {
+	if err := ensureControlTables(ctx, s.conn); err != nil {
 		return err
 	}
 	return dropLegacyRestoreLinks(ctx, s.conn)
 }
 
 func (s stateStore) ReadState(ctx context.Context, stream string) (target.StateRow, bool, error) {
-	r, ok, err := ReadStateIfAny(ctx, s.conn, stream)
+	r, ok, err := readStateIfAny(ctx, s.conn, stream)
 	return target.StateRow(r), ok, err
 }
 
 func (s stateStore) ReplaceState(ctx context.Context, stream string, row *target.StateRow) error {
 	return pgx.BeginFunc(ctx, s.conn, func(tx pgx.Tx) error {
-		if err := ClearStream(ctx, tx, stream); err != nil {
+		if err := clearStream(ctx, tx, stream); err != nil {
 			return err
 		}
 		if row != nil {
@@ -176,7 +176,7 @@ func (s stateStore) ReadMarks(ctx context.Context, stream string, add func(chain
 // its own transactions, each checking the stream's lease.
 type lane struct {
 	conn    *pgx.Conn
-	applier *Applier
+	applier *applier
 	cfg     target.LaneConfig
 	tx      pgx.Tx
 	marks   marksLayout
@@ -251,7 +251,7 @@ func (l *lane) writePosition(ctx context.Context, c target.Commit) error {
 		return err
 	}
 	if c.PruneMarksExcept != "" {
-		return PruneMarks(ctx, l.tx, l.cfg.Stream, c.PruneMarksExcept)
+		return pruneMarks(ctx, l.tx, l.cfg.Stream, c.PruneMarksExcept)
 	}
 	return nil
 }

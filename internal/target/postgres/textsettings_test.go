@@ -21,7 +21,7 @@ func TestApplyReadsTextUnderTheChainsSettings(t *testing.T) {
 		testenv.Exec(t, db, fmt.Sprintf("ALTER DATABASE %s SET %s", pgx.Identifier{db}.Sanitize(), s))
 	}
 	testenv.Exec(t, db, `CREATE TABLE public.t (id int PRIMARY KEY, x xml, iv interval, m money, tz timestamptz)`)
-	conn, err := Connect(t.Context(), testenv.DSN(db))
+	conn, err := connect(t.Context(), testenv.DSN(db))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,7 +34,7 @@ func TestApplyReadsTextUnderTheChainsSettings(t *testing.T) {
 		{Name: "tz", Type: "timestamp with time zone", TypeOID: 1184},
 	}}}}
 	text := func(s string) chain.Value { return chain.Value{Kind: chain.ValueText, Data: []byte(s)} }
-	applyTx(t, conn, NewApplier(schema), chain.Change{Op: chain.OpInsert, Table: "public.t", Identified: true,
+	applyTx(t, conn, newApplier(schema), chain.Change{Op: chain.OpInsert, Table: "public.t", Identified: true,
 		New: []chain.Value{text("1"), text("text only <a/>"), text("P-1DT2H3M4S"), text("$1,234.56"), text("2000-02-13 01:02:03.456789+00")}})
 	got := rowsOf(t, conn, `SELECT x::text, iv = '-1 day 2 hours 3 minutes 4 seconds'::interval, m = 1234.56::money,
 		tz = '2000-02-13 01:02:03.456789+00'::timestamptz FROM public.t`)

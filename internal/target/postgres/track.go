@@ -7,7 +7,7 @@ import (
 // Track brings the applier's view of a table up to date with a schema change
 // that another applier executes (lanes share one target); it runs no SQL
 // except deallocating the table's statements at the next flush.
-func (a *Applier) Track(c *chain.Change) {
+func (a *applier) Track(c *chain.Change) {
 	if c.Op != chain.OpSchema || c.Schema == nil {
 		return
 	}
