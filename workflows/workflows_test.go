@@ -3,6 +3,7 @@ package workflows
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -99,10 +100,13 @@ func TestRestoreLoadsEveryTableThenFinishes(t *testing.T) {
 	env.OnActivity(acts.PlanRestore, mock.Anything, mock.Anything).Return(restorePlan(), nil).Once()
 	env.OnActivity(acts.PrepareTarget, mock.Anything, mock.Anything).Return(nil).Once()
 	loaded := map[string]bool{}
+	var mu sync.Mutex // the test environment runs the loads in parallel
 	env.OnActivity(acts.LoadTable, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, p activities.LoadTableParams) (int64, error) {
 			require.Equal(t, "f", p.FullID)
+			mu.Lock()
 			loaded[p.Table] = true
+			mu.Unlock()
 			for _, tb := range restorePlan().Tables {
 				if tb.Name == p.Table {
 					return tb.Rows, nil
