@@ -216,8 +216,10 @@ func Judge(f Facts, now time.Time, th Thresholds) (verdict, cause string) {
 // for: a lost or unconfirmed slot, a target that refuses the apply, a store
 // that does not answer, or a generic failure.
 func CauseOf(code string) string {
-	switch errcode.Code(code) {
-	case errcode.SourceAnchorMissing, errcode.SourceLogLost, errcode.SlotInvalidated, errcode.SlotMissing:
+	// An earlier release's code (an alias) stands for its concept code.
+	spec, _ := errcode.Lookup(errcode.Code(code))
+	switch spec.Code {
+	case errcode.SourceAnchorMissing, errcode.SourceLogLost:
 		return CauseSourcePositionLost
 	case errcode.SlotUnconfirmed:
 		return CauseUnconfirmedPosition

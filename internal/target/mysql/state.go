@@ -1,8 +1,6 @@
 package mysql
 
 import (
-	"context"
-
 	"github.com/sluicehq/sluice/internal/errcode"
 	"github.com/sluicehq/sluice/internal/target/sqlkit"
 )
@@ -34,7 +32,7 @@ func control(f flavor) *sqlkit.Control {
 				PRIMARY KEY (stream_id, xid, commit_lsn, tx_id, first_ordinal),
 				KEY sluice_marks_link (stream_id, link_id))` + tableOptions(f),
 		},
-		Count:     countTables,
+		CountSQL:  `SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME IN (?, ?)`,
 		Missing:   func(err error) bool { return isServerError(err, erNoSuchTable) },
 		Now:       "UTC_TIMESTAMP(6)",
 		UpsertRow: "ON DUPLICATE KEY UPDATE token = VALUES(token), checksum = VALUES(checksum), updated_at = VALUES(updated_at)",
@@ -45,22 +43,6 @@ func control(f flavor) *sqlkit.Control {
 		Classify:  classify,
 		MarksErr:  marksErr,
 	}
-}
-
-// countTables counts the named tables of the connection's database.
-func countTables(ctx context.Context, q sqlkit.Execer, names ...string) (int, error) {
-	var n int
-	args := []any{}
-	marks := ""
-	for i, name := range names {
-		if i > 0 {
-			marks += ", "
-		}
-		marks += "?"
-		args = append(args, name)
-	}
-	err := q.QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME IN (`+marks+`)`, args...).Scan(&n)
-	return n, err
 }
 
 // marksErr codes a failure to create or write the control tables: a role

@@ -116,4 +116,3 @@ func commitTx(ctx context.Context, conn *sql.Conn, what string) error {
 
 // rollbackTx rolls back conn's open transaction, whatever ctx's state.
 func rollbackTx(ctx context.Context, conn *sql.Conn) { sqlkit.Rollback(ctx, conn) }
-

@@ -1,7 +1,6 @@
 package sqlite
 
 import (
-	"context"
 	"errors"
 	"strings"
 
@@ -35,7 +34,7 @@ var control = &sqlkit.Control{
 			ranges        TEXT    NOT NULL,
 			PRIMARY KEY (stream_id, xid, commit_lsn, tx_id, first_ordinal))`,
 	},
-	Count:      countTables,
+	CountSQL:   `SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name IN (?, ?)`,
 	Missing:    noSuchTable,
 	Now:        `strftime('%Y-%m-%dT%H:%M:%fZ', 'now')`,
 	UpsertRow:  "ON CONFLICT (stream_id) DO UPDATE SET token = excluded.token, checksum = excluded.checksum, updated_at = excluded.updated_at",
@@ -46,18 +45,6 @@ var control = &sqlkit.Control{
 	Legacy:     []string{legacyRestoreLinksTable},
 	Classify:   classify,
 	MarksErr:   marksErr,
-}
-
-// countTables counts the named tables of the database.
-func countTables(ctx context.Context, q sqlkit.Execer, names ...string) (int, error) {
-	var n int
-	marks := strings.TrimSuffix(strings.Repeat("?, ", len(names)), ", ")
-	args := make([]any, len(names))
-	for i, name := range names {
-		args[i] = name
-	}
-	err := q.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name IN (`+marks+`)`, args...).Scan(&n)
-	return n, err
 }
 
 // noSuchTable reports whether err is SQLite's "no such table".

@@ -24,8 +24,9 @@ type Control struct {
 	StateTable, MarksTable string
 	// Create holds the statements creating both tables when missing.
 	Create []string
-	// Count returns how many of the named tables exist.
-	Count func(ctx context.Context, q Execer, names ...string) (int, error)
+	// CountSQL counts how many of the two tables, named by its two
+	// arguments (StateTable, MarksTable), exist.
+	CountSQL string
 	// Missing reports whether err says a control table does not exist.
 	Missing func(err error) bool
 	// Now is the SQL expression of the current time updated_at records.
@@ -63,8 +64,8 @@ const marksPerStatement = 500
 // Ensure creates the control tables through conn unless both exist (then
 // it writes nothing and takes no lock).
 func (c *Control) Ensure(ctx context.Context, conn *sql.Conn) error {
-	n, err := c.Count(ctx, conn, c.StateTable, c.MarksTable)
-	if err != nil {
+	var n int
+	if err := conn.QueryRowContext(ctx, c.CountSQL, c.StateTable, c.MarksTable).Scan(&n); err != nil {
 		return c.Classify(err, "look up the broker's control tables")
 	}
 	if n == 2 {

@@ -476,7 +476,9 @@ func marksRoundTrip(t *testing.T, h Harness) {
 		return b, want
 	}
 	sorted := func(ms []mark) []mark {
-		key := func(m mark) string { return fmt.Sprintf("%s/%020d/%010d/%010d", m.id.Tx, m.id.CommitLSN, m.id.XID, m.first) }
+		key := func(m mark) string {
+			return fmt.Sprintf("%s/%020d/%010d/%010d", m.id.Tx, m.id.CommitLSN, m.id.XID, m.first)
+		}
 		out := slices.Clone(ms)
 		slices.SortFunc(out, func(a, b mark) int { return strings.Compare(key(a), key(b)) })
 		return out
